@@ -1,0 +1,2 @@
+build/cli/memprofctl.o: cli/memprofctl.c cli/commands.h
+cli/commands.h:

@@ -1,0 +1,16 @@
+# memprofctl: the command-line front end. One file per command (cli/cmd_*.c).
+CTL_SRCS	:= $(wildcard cli/*.c)
+CTL_OBJS	:= $(CTL_SRCS:%.c=$(B)/%.o)
+CTL_LIBS	:= $(B)/lib/libmemprof.a $(call pkglibs,libzstd)
+# Other fragments may add objects and libraries memprofctl links (e.g. the in-process engine).
+CTL_EXTRA_OBJS	?=
+CTL_EXTRA_LIBS	?=
+
+EXTRA_CFLAGS_cli := -DMP_VERSION='"$(VERSION)"'
+
+$(B)/bin/memprofctl: $(CTL_OBJS) $$(CTL_EXTRA_OBJS) $(B)/lib/libmemprof.a
+	$(call msg,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(CTL_OBJS) $(CTL_EXTRA_OBJS) $(CTL_LIBS) $(CTL_EXTRA_LIBS) -lm
+
+BINS += $(B)/bin/memprofctl

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* memprofctl's command table: each command lives in cli/cmd_<name>.c. */
+#ifndef MEMPROFCTL_COMMANDS_H
+#define MEMPROFCTL_COMMANDS_H
+
+#include <stdbool.h>
+
+/* Options common to every command, parsed before the command name. */
+struct ctl_globals {
+	bool json;		/* --json: machine-readable output */
+	const char *socket;	/* --socket PATH: memprofd's private bus socket */
+};
+
+extern struct ctl_globals ctl;
+
+struct ctl_command {
+	const char *name;
+	int (*run)(int argc, char **argv);	/* argv[0] is the command name */
+	const char *args;			/* one-line synopsis of the arguments */
+	const char *help;			/* one-line description */
+};
+
+/*
+ * Each command returns the process exit status: 0 on success, 1 on failure (after printing
+ * one error line), 2 on a usage error; "record" returns its child's status.
+ */
+int cmd_dump(int argc, char **argv);
+
+#endif

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* memprofctl: the command-line front end of memprofd. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+struct ctl_globals ctl;
+
+static const struct ctl_command commands[] = {
+	{ "dump", cmd_dump, "TRACE", "print a trace, one line per event" },
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: memprofctl [OPTIONS] COMMAND [ARGS...]\n"
+		"\n"
+		"Profile the memory allocations of native processes with memprofd.\n"
+		"\n"
+		"Options:\n"
+		"  -j, --json          print data as JSON\n"
+		"  -s, --socket PATH   memprofd's control socket (default /run/memprofd/bus)\n"
+		"  -h, --help          show this help\n"
+		"      --version       show the version\n"
+		"\n"
+		"Commands:\n");
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		fprintf(f, "  %-10s %-36s %s\n", commands[i].name, commands[i].args,
+			commands[i].help);
+	fprintf(f, "\nRun 'memprofctl COMMAND --help' for a command's options.\n");
+}
+
+/* Exact match first, then a unique prefix (as bpftool does). */
+static const struct ctl_command *find_command(const char *name)
+{
+	const struct ctl_command *found = NULL;
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < N_COMMANDS; i++) {
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+		if (!strncmp(commands[i].name, name, len)) {
+			if (found)
+				return NULL;
+			found = &commands[i];
+		}
+	}
+	return found;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{}
+	};
+	const struct ctl_command *cmd;
+	int c, idx;
+
+	ctl.socket = getenv("MEMPROFD_SOCKET");
+	if (!ctl.socket)
+		ctl.socket = "/run/memprofd/bus";
+
+	/* '+': stop at the command name; its own options are its business. */
+	while ((c = getopt_long(argc, argv, "+js:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			ctl.json = true;
+			break;
+		case 's':
+			ctl.socket = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("memprofctl %s\n", MP_VERSION);
+			return 0;
+		default:
+			fprintf(stderr, "Try 'memprofctl --help'.\n");
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "memprofctl: no command given; try 'memprofctl --help'.\n");
+		return 2;
+	}
+	idx = optind;
+	cmd = find_command(argv[idx]);
+	if (!cmd) {
+		fprintf(stderr, "memprofctl: unknown or ambiguous command '%s'; try 'memprofctl --help'.\n",
+			argv[idx]);
+		return 2;
+	}
+	/* Each command parses its own options with getopt_long from a fresh start. */
+	optind = 0;
+	return cmd->run(argc - idx, argv + idx);
+}

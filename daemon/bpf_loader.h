@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The kernel side of memprofd, as user space sees it: loads bpf/memprof.bpf.c, attaches the
+ * lifecycle programs, resolves allocator symbols in a process' mapped objects and attaches
+ * pid-filtered uprobes to them, and delivers ring-buffer records (bpf/memprof.h) to a callback.
+ *
+ * Owner: the BPF/probes component. The engine (daemon/engine.c) is its only user.
+ */
+#ifndef MEMPROFD_BPF_LOADER_H
+#define MEMPROFD_BPF_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bpf/memprof.h"
+
+struct mp_bpf;
+
+/* Called for each ring-buffer record; @data starts with struct mp_event_hdr. Return 0 to go on. */
+typedef int (*mp_bpf_event_fn)(void *ctx, const void *data, size_t size);
+
+/* Load and verify the programs, attach the lifecycle (fork/exec/exit) programs, create the ring
+ * buffer. Returns NULL with errno set (EPERM: no permission for BPF). */
+struct mp_bpf *mp_bpf__open(mp_bpf_event_fn fn, void *ctx);
+void mp_bpf__free(struct mp_bpf *b);	/* detaches everything; NULL-safe */
+
+/* An fd that becomes readable when records are pending (for poll/epoll/sd-event). */
+int mp_bpf__fd(const struct mp_bpf *b);
+/* Deliver every pending record to the callback. Returns the number delivered or -errno. */
+int mp_bpf__consume(struct mp_bpf *b);
+
+/* Put process @pid under @cfg (insert or update the "procs" map entry). */
+int mp_bpf__proc_set(struct mp_bpf *b, pid_t pid, const struct mp_proc_cfg *cfg);
+int mp_bpf__proc_get(struct mp_bpf *b, pid_t pid, struct mp_proc_cfg *cfg);
+int mp_bpf__proc_del(struct mp_bpf *b, pid_t pid);
+
+/*
+ * Find the allocator entry points in every object @pid maps and attach pid-filtered probes.
+ * Returns the number of probes attached, -ENOENT when the process maps no probe-able allocator
+ * (then @why, if not NULL, gets a sentence naming what was looked for), -ESRCH when it is gone.
+ * Calling it again attaches only to objects not yet probed (after dlopen or exec).
+ */
+int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len);
+/* Detach every probe of @pid. */
+int mp_bpf__detach(struct mp_bpf *b, pid_t pid);
+
+/* Sum of the per-CPU counters of bpf/memprof.h's enum mp_stat. */
+int mp_bpf__stats(struct mp_bpf *b, uint64_t out[MP_STAT__MAX]);
+
+/* 32.32 fixed-point K = ln 2 / -ln(1 - rate) for struct mp_proc_cfg.gap_k (rate in (0, 1)). */
+uint64_t mp_gap_k(double rate);
+
+/* Convert a bpf_ktime_get_ns() timestamp to µs since the Unix epoch. */
+uint64_t mp_ktime_to_epoch_us(uint64_t ktime_ns);
+
+#endif

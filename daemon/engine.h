@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The sampling engine: profiles, processes and threads, the sampler that completes each sampled
+ * block's multiplicity, the entry tables that match frees, and one memtrace trace per
+ * (profile, process). Used in-process by `memprofctl record` and by memprofd.
+ * It has no event loop of its own: the caller watches mp_engine__fd() and calls
+ * mp_engine__process() when it is readable.
+ *
+ * Owner: the engine component. memprofd (daemon/memprofd.c, the service) and cli/cmd_record.c
+ * are its users.
+ */
+#ifndef MEMPROFD_ENGINE_H
+#define MEMPROFD_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct mp_engine;
+struct mp_profile;
+
+enum mp_profile_state {
+	MP_PROFILE_SAMPLING = 1,
+	MP_PROFILE_STOPPED,	/* no new samples; frees of sampled blocks still recorded */
+	MP_PROFILE_DISCARDED,	/* traces complete, no more tracking */
+};
+
+struct mp_engine_opts {
+	size_t sz;
+	uint64_t seed;		/* PRNG seed for multiplicities (with has_seed) */
+	bool has_seed;
+	size_t max_entries;	/* live sampled blocks tracked, all processes; 0 = default */
+	size_t max_procs;	/* processes tracked; 0 = default */
+};
+
+struct mp_profile_opts {
+	size_t sz;
+	double rate;		/* λ per word, (0, 1]; 0 = default 1e-4 */
+	unsigned int callstack_size;	/* frames; 0 = the maximum */
+	bool no_follow_forks;
+	uint64_t duration_us;	/* stop automatically after this long; 0 = never */
+	/*
+	 * Where traces go. out_fd >= 0: the first process' trace is written there (the fd is
+	 * dup'd); other processes (forked children) get out_dir/<pid>-<comm>.ctf if out_dir is
+	 * set, else are written next to out_path, else under the engine's default directory.
+	 * out_path: "<out_path>" for the first process, "<out_path>.<pid>" for others.
+	 */
+	int out_fd;
+	const char *out_path;
+	const char *out_dir;
+	uid_t owner_uid;	/* files created by the engine are chowned to this uid/gid */
+	gid_t owner_gid;
+	uint16_t format_version;	/* 2 (default) or 3 */
+	int zstd_level;		/* > 0: write .ctf.zst */
+};
+
+/* Per-process figures of a profile. */
+struct mp_proc_stats {
+	pid_t pid;
+	char comm[16];
+	bool exited;
+	uint64_t samples;		/* alloc events (sampled blocks) */
+	uint64_t nsamples;		/* sum of multiplicities */
+	uint64_t frees;			/* collects written */
+	double est_alloc_bytes;		/* Σ n/λ × 8 */
+	double est_live_bytes;		/* same over blocks not freed */
+	uint64_t drops;			/* events lost for this process (ring full, table full...) */
+	const char *trace_path;		/* may be NULL when written to a passed fd */
+};
+
+typedef void (*mp_profile_state_fn)(void *ctx, struct mp_profile *p, enum mp_profile_state st);
+
+struct mp_engine *mp_engine__new(const struct mp_engine_opts *opts);
+/* Completes and closes every trace (as discard would), then frees. NULL-safe. */
+void mp_engine__free(struct mp_engine *e);
+
+int mp_engine__fd(const struct mp_engine *e);
+/* Consume all pending events. Returns the number processed or -errno. */
+int mp_engine__process(struct mp_engine *e);
+/* Called whenever a profile changes state by itself (all processes exited, duration ran out). */
+void mp_engine__on_state(struct mp_engine *e, mp_profile_state_fn fn, void *ctx);
+
+/*
+ * Start a profile sampling @pids. Fails with -EBUSY if one of them already samples for a
+ * profile, -ESRCH if one does not exist, -ENOENT if one has no probe-able allocator,
+ * -EINVAL for a bad option. On failure @err (if not NULL) gets a sentence naming the PID and
+ * the reason. Profile ids count from 1.
+ */
+int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, const pid_t *pids,
+		     size_t npids, struct mp_profile **out, char *err, size_t err_len);
+
+struct mp_profile *mp_engine__profile(struct mp_engine *e, uint32_t id);
+/* Iterate: first with prev == NULL. */
+struct mp_profile *mp_engine__next_profile(struct mp_engine *e, struct mp_profile *prev);
+
+uint32_t mp_profile__id(const struct mp_profile *p);
+enum mp_profile_state mp_profile__state(const struct mp_profile *p);
+const struct mp_profile_opts *mp_profile__opts(const struct mp_profile *p);
+/* -EINVAL unless sampling. */
+int mp_profile__stop(struct mp_profile *p);
+/* Completes every trace of the profile; -EINVAL if it is still sampling (stop it first). The
+ * profile stays listed as discarded until mp_engine__forget(). */
+int mp_profile__discard(struct mp_profile *p);
+/* Per-process figures: fills up to @max entries, returns how many processes there are. */
+size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, size_t max);
+/* Global drop/activity counters from BPF (enum mp_stat order). */
+int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n);
+
+#endif
