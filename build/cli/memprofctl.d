@@ -1,2 +1,0 @@
-build/cli/memprofctl.o: cli/memprofctl.c cli/commands.h
-cli/commands.h:
