@@ -43,6 +43,9 @@ enum mp_event_type {
 	MP_EV_EXEC,		/* a profiled process exec'd: struct mp_proc_event */
 	MP_EV_EXIT,		/* a profiled process exited (last thread): struct mp_proc_event */
 	MP_EV_THREAD_EXIT,	/* a thread (not the last) of a profiled process exited */
+	/* Internal to daemon/bpf_loader.c, never delivered to its callback: ld.so of a profiled
+	 * process reached _dl_debug_state (libraries mapped, dlopen): struct mp_proc_event. */
+	MP_EV_MAP = 100,
 };
 
 struct mp_event_hdr {
@@ -77,6 +80,25 @@ struct mp_proc_event {
 	__u32 exit_code;	/* EXIT: the process' exit code (task->exit_code) */
 };
 
+/*
+ * Attach cookie of the entry program: where the function's arguments are (shape) and what it is
+ * (enum mp_kind). Set by the loader from its probe table.
+ */
+enum mp_shape {
+	MP_SHAPE_SIZE1 = 1,	/* size in arg 1 */
+	MP_SHAPE_SIZE2,		/* size in arg 2 */
+	MP_SHAPE_CALLOC,	/* n, size */
+	MP_SHAPE_REALLOC,	/* ptr, size */
+	MP_SHAPE_REALLOCARRAY,	/* ptr, n, size */
+	MP_SHAPE_POSIX_MEMALIGN,	/* memptr, align, size */
+	MP_SHAPE_MMAP,		/* addr, len, prot, flags */
+	MP_SHAPE_FREE,		/* ptr (no return probe) */
+	MP_SHAPE_DLSTATE,	/* ld.so's _dl_debug_state: emits MP_EV_MAP */
+};
+#define MP_COOKIE(shape, kind)	(((__u64)(shape) << 8) | (kind))
+#define MP_COOKIE_SHAPE(c)	((__u32)((c) >> 8) & 0xff)
+#define MP_COOKIE_KIND(c)	((__u32)(c) & 0xff)
+
 /* Per-process configuration, written by the daemon: map "procs", key = tgid. */
 struct mp_proc_cfg {
 	__u64 gap_k;		/* 32.32 fixed point K = ln 2 / -ln(1 - rate) (sampling-math.md) */
@@ -99,7 +121,29 @@ enum mp_stat {
 	MP_STAT_TABLE_DROPS,	/* sampled-address table full */
 	MP_STAT_MISSED_RETURNS,	/* a return probe found no matching entry state */
 	MP_STAT_STACK_ERRORS,	/* bpf_get_stack failed */
+	MP_STAT_FOREIGN_CALLS,	/* probe hits from a process without a "procs" entry (must stay 0:
+				 * probes are pid-filtered, so other processes never trap) */
+	MP_STAT_PROCS_FULL,	/* a followed fork found the "procs" map full */
+	MP_STAT_NESTED,		/* allocator calls made inside another allocator call (ignored) */
 	MP_STAT__MAX,
+};
+
+/*
+ * The sampled-address table (BPF map "sampled"), shared with the loader, which purges a
+ * process' stale entries after exec and exit. incarnation = bpf_ktime_get_ns() when the process
+ * image began to be tracked (first probe hit, fork or exec): an entry whose incarnation differs
+ * from the process' current one belongs to an old image and never matches a free.
+ */
+struct mp_sampled_key {
+	__u32 tgid;
+	__u32 _pad;
+	__u64 addr;
+};
+
+struct mp_sampled_val {
+	__u64 incarnation;
+	__u32 profile;
+	__u32 kind;		/* enum mp_kind of the allocation */
 };
 
 #ifndef __bpf__

@@ -24,6 +24,13 @@ struct ctl_command {
  * Each command returns the process exit status: 0 on success, 1 on failure (after printing
  * one error line), 2 on a usage error; "record" returns its child's status.
  */
+int cmd_attach(int argc, char **argv);
+int cmd_discard(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 #endif

@@ -11,7 +11,14 @@
 struct ctl_globals ctl;
 
 static const struct ctl_command commands[] = {
-	{ "dump", cmd_dump, "TRACE", "print a trace, one line per event" },
+	{ "attach", cmd_attach, "[OPTIONS] PID...", "start profiling running processes" },
+	{ "discard", cmd_discard, "ID", "complete a stopped profile's traces" },
+	{ "dump", cmd_dump, "[OPTIONS] TRACE", "print a trace, one line per event" },
+	{ "list", cmd_list, "", "list the profiles" },
+	{ "record", cmd_record, "[OPTIONS] -- CMD [ARGS...]", "run CMD and trace its allocations" },
+	{ "report", cmd_report, "[OPTIONS] TRACE...", "top sites, leaks, flame graph, pprof" },
+	{ "status", cmd_status, "[ID]", "show memprofd's or a profile's state" },
+	{ "stop", cmd_stop, "ID", "stop sampling (frees still recorded)" },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

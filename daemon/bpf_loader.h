@@ -48,6 +48,35 @@ int mp_bpf__detach(struct mp_bpf *b, pid_t pid);
 /* Sum of the per-CPU counters of bpf/memprof.h's enum mp_stat. */
 int mp_bpf__stats(struct mp_bpf *b, uint64_t out[MP_STAT__MAX]);
 
+/*
+ * Additions (same owner).
+ *
+ * Logging: the loader never prints. With a log function set, it reports each probe that failed
+ * to attach ("Failed to attach uprobe to 'free' in '/usr/lib/.../libc.so.6' (pid 12, offset
+ * 0x98ef9): ..."), each probe moved by the placement rule (daemon/placement.h), each failed
+ * automatic attach, and libbpf's warnings. @level is a syslog priority (3 err .. 7 debug).
+ */
+typedef void (*mp_bpf_log_fn)(void *ctx, int level, const char *msg);
+void mp_bpf__set_log(struct mp_bpf *b, mp_bpf_log_fn fn, void *ctx);
+
+/*
+ * Detached probes (mp_bpf__detach, EXIT) are released by a background thread: closing a uprobe
+ * perf event waits for RCU grace periods (~0.1-0.2 s each on 6.18), far too long for an event
+ * loop. A process forked by the caller inherits copies of those fds until its exec, and would pay
+ * the grace periods itself if the thread closed the originals meanwhile: call mp_bpf__quiesce()
+ * (waits until the thread has nothing left) before forking a child that will exec.
+ */
+void mp_bpf__quiesce(struct mp_bpf *b);
+
+/* User-space counters of the loader. */
+struct mp_bpf_counters {
+	uint64_t attach_errors;		/* probes that failed to attach */
+	uint64_t auto_attach_errors;	/* followed children / exec'd images that could not be probed */
+	uint64_t purged;		/* stale sampled-table entries deleted after exec/exit */
+	uint64_t uprobe_multi;		/* 1: probes are uprobe_multi links, 0: perf-event uprobes */
+};
+void mp_bpf__counters(const struct mp_bpf *b, struct mp_bpf_counters *out);
+
 /* 32.32 fixed-point K = ln 2 / -ln(1 - rate) for struct mp_proc_cfg.gap_k (rate in (0, 1)). */
 uint64_t mp_gap_k(double rate);
 

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "bpf/memprof.h"
+
 struct mp_engine;
 struct mp_profile;
 
@@ -32,6 +34,9 @@ struct mp_engine_opts {
 	bool has_seed;
 	size_t max_entries;	/* live sampled blocks tracked, all processes; 0 = default */
 	size_t max_procs;	/* processes tracked; 0 = default */
+	/* Added: where traces go when a profile names neither out_path nor out_dir;
+	 * NULL = the current directory. */
+	const char *default_dir;
 };
 
 struct mp_profile_opts {
@@ -67,6 +72,11 @@ struct mp_proc_stats {
 	double est_live_bytes;		/* same over blocks not freed */
 	uint64_t drops;			/* events lost for this process (ring full, table full...) */
 	const char *trace_path;		/* may be NULL when written to a passed fd */
+	/* Added: */
+	uint64_t live_nsamples;		/* Σ n over blocks not freed (live at exit once exited) */
+	uint64_t truncated_stacks;	/* samples whose stack reached callstack_size */
+	uint64_t exec_collects;		/* blocks collected because the process exec'd */
+	uint64_t unmatched_frees;	/* free events no entry matched (attributed by pid) */
 };
 
 typedef void (*mp_profile_state_fn)(void *ctx, struct mp_profile *p, enum mp_profile_state st);
@@ -106,5 +116,41 @@ int mp_profile__discard(struct mp_profile *p);
 size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, size_t max);
 /* Global drop/activity counters from BPF (enum mp_stat order). */
 int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n);
+
+/* ---- Additions to the drafted API (same owner) ---- */
+
+/* Losses the engine itself counts (user-space side), all profiles together. */
+enum mp_engine_drop {
+	MP_DROP_UNMATCHED_FREE,	/* a free event for a block no table holds */
+	MP_DROP_TABLE_FULL,	/* sampled block not tracked: entry table limit */
+	MP_DROP_STALE,		/* address allocated again before its free arrived: the old
+				 * block is collected then (its free event was lost) */
+	MP_DROP_NO_PROFILE,	/* event of a profile or process the engine does not know */
+	MP_DROP_WRITE,		/* trace write failed */
+	MP_DROP_LOST_EXIT,	/* process gone without an exit event (mp_engine__reap) */
+	MP_DROP_PROCS_FULL,	/* forked child not followed: max_procs traces already open, or
+				 * its trace could not be created */
+	MP_DROP__MAX,
+};
+
+/* Fill @out[0..n) with the enum mp_engine_drop counters; returns MP_DROP__MAX. */
+int mp_engine__drops(const struct mp_engine *e, uint64_t *out, size_t n);
+/* Name of a drop cause, of a BPF stat (enum mp_stat), for summaries. */
+const char *mp_engine_drop__name(enum mp_engine_drop d);
+const char *mp_stat__name(enum mp_stat s);
+
+/*
+ * @pid has been reaped (its parent saw it exit). Deliver what is pending; if the engine
+ * has not seen its exit event, complete its traces now (counted as MP_DROP_LOST_EXIT).
+ * Returns 0, or -ENOENT if no profile holds @pid.
+ */
+int mp_engine__reap(struct mp_engine *e, pid_t pid);
+
+/* Probe objects @pid mapped since its profile started (after dlopen). */
+int mp_profile__attach(struct mp_profile *p, pid_t pid, char *err, size_t err_len);
+
+/* The sampling rate's standard error of an estimate made of @nsamples samples, in bytes:
+ * sqrt((1 - λ) Σn) / λ × 8. */
+double mp_estimate_se_bytes(double rate, uint64_t nsamples);
 
 #endif

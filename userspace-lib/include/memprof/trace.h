@@ -8,7 +8,8 @@
  *
  * Conventions: functions return 0 (or a count) on success and a negative errno on failure;
  * constructors return NULL with errno set. The library never logs: a reader's error message
- * is available from memprof_reader__errmsg().
+ * is available from memprof_reader__errmsg(). Objects hold no locks: use each from one thread
+ * at a time.
  */
 #ifndef MEMPROF_TRACE_H
 #define MEMPROF_TRACE_H
@@ -63,18 +64,21 @@ struct memprof_writer_opts {
 	size_t sz;			/* sizeof(struct memprof_writer_opts), for ABI growth */
 	uint16_t version;		/* 2 (default when 0) or 3 */
 	int zstd_level;			/* 0: plain .ctf; > 0: zstd-compressed stream */
-	int real_verifier;		/* write cache verifiers in event packets (default on) */
-	uint32_t max_packet_span_us;	/* start a new packet after this span; default 30 s */
+	int real_verifier;		/* >= 0 (default): real cache verifiers in event packets;
+					 * < 0: dummy verifiers everywhere */
+	uint32_t max_packet_span_us;	/* start a new packet after this span; 0 or more than
+					 * 30 s means 30 s (packets always span < 30 s) */
 };
 
 /*
- * Start a trace on @fd (not closed by the writer unless memprof_writer__close_fd is set via
- * memprof_writer__open). The trace-info packet is written immediately.
- * @info->version is ignored; @opts->version decides.
+ * Start a trace on @fd (the caller keeps ownership: __close() does not close it). The
+ * trace-info packet is written immediately. @opts may be NULL (all defaults).
+ * @info->version is ignored; @opts->version decides. @info->start_time_us is the trace's
+ * time origin: earlier event times are clamped to it.
  */
 struct memprof_writer *memprof_writer__new(int fd, const struct memprof_trace_info *info,
 					   const struct memprof_writer_opts *opts);
-/* Same, creating @path (O_CREAT|O_TRUNC, mode 0644); the writer owns and closes the fd. */
+/* Same, creating @path (O_CREAT|O_TRUNC|O_CLOEXEC, mode 0644); the writer owns the fd. */
 struct memprof_writer *memprof_writer__open(const char *path,
 					    const struct memprof_trace_info *info,
 					    const struct memprof_writer_opts *opts);
@@ -82,7 +86,9 @@ struct memprof_writer *memprof_writer__open(const char *path,
 /*
  * Define location code @code (1 <= code < 2^62) as @nlocs locations (0..255). A code must
  * be defined before a backtrace uses it; redefining it identically is a no-op, differently
- * is -EINVAL. Returns 0 or -errno.
+ * is -EINVAL. Strings longer than 1023 bytes are truncated; a definition whose encoding could
+ * exceed 8 KiB is written as one "<unknown>" location (as upstream). The location event is
+ * stamped with the time of the last event. Returns 0 or -errno.
  */
 int memprof_writer__location(struct memprof_writer *w, uint64_t code,
 			     const struct memprof_location *locs, unsigned int nlocs);
@@ -92,13 +98,16 @@ int memprof_writer__has_location(const struct memprof_writer *w, uint64_t code);
 /*
  * Record an allocation at @time_us (µs since the epoch; clamped to be monotone) of
  * @length words (header excluded) carrying @nsamples >= 1 samples. @bt lists @bt_len location
- * codes outermost first, allocation site last; every code must be defined.
- * On success returns 0 and stores the object id (0, 1, 2, ...) in *@id.
+ * codes outermost first, allocation site last; every code must be defined (else -ENOENT).
+ * Backtraces longer than 3000 frames keep their innermost 3000 (counted, see
+ * memprof_writer__dropped_frames()). On success returns 0 and stores the object id
+ * (0, 1, 2, ...) in *@id (@id may be NULL).
  */
 int memprof_writer__alloc(struct memprof_writer *w, uint64_t time_us, uint64_t length,
 			  uint64_t nsamples, enum memprof_source source, const uint64_t *bt,
 			  size_t bt_len, uint64_t *id);
-/* The object @id (from __alloc) was promoted / freed. Returns 0 or -errno. */
+/* The object @id (from __alloc) was promoted / freed. Returns 0, or -EINVAL for an id not yet
+ * allocated. The writer does not track liveness (constant memory). */
 int memprof_writer__promote(struct memprof_writer *w, uint64_t time_us, uint64_t id);
 int memprof_writer__collect(struct memprof_writer *w, uint64_t time_us, uint64_t id);
 
@@ -109,6 +118,8 @@ int memprof_writer__close(struct memprof_writer *w);
 
 /* Bytes written to the file so far (compressed bytes for zstd). */
 uint64_t memprof_writer__bytes(const struct memprof_writer *w);
+/* Frames dropped from backtraces longer than the 3000-frame limit so far. */
+uint64_t memprof_writer__dropped_frames(const struct memprof_writer *w);
 
 /* ------------------------------------------------------------------------------------------
  * Reader
@@ -142,7 +153,8 @@ struct memprof_event {
 
 struct memprof_reader_opts {
 	size_t sz;			/* sizeof(struct memprof_reader_opts) */
-	int strict;			/* also reject what upstream only tolerates (default on) */
+	int strict;			/* also reject what upstream only tolerates:
+					 * >= 0 (default): on; < 0: off (upstream's rules) */
 	int report_locations;		/* return location events from __next() too */
 	/* Called for each warning (skipped packet, truncated tail); may be NULL. */
 	void (*warn)(void *ctx, uint64_t offset, const char *msg);
@@ -157,8 +169,13 @@ struct memprof_reader_opts {
 struct memprof_reader *memprof_reader__open(const char *path,
 					    const struct memprof_reader_opts *opts,
 					    char *errbuf, size_t errbuf_len);
+/* On an fd the caller keeps (not closed by __free()). */
 struct memprof_reader *memprof_reader__new_fd(int fd, const struct memprof_reader_opts *opts,
 					      char *errbuf, size_t errbuf_len);
+/* On @len bytes at @buf, which must stay valid until __free(). */
+struct memprof_reader *memprof_reader__new_buf(const void *buf, size_t len,
+					       const struct memprof_reader_opts *opts,
+					       char *errbuf, size_t errbuf_len);
 
 const struct memprof_trace_info *memprof_reader__info(const struct memprof_reader *r);
 

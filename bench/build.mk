@@ -1,0 +1,77 @@
+# bench/: the overhead benchmark suite. `make bench` builds the workloads, the floor loader and
+# whatever the other components have built, then runs bench/run (root for the BPF parts).
+# Other components add their own bench targets as prerequisites of `bench` in their fragments.
+
+BENCH_DIR	:= $(B)/bench
+BENCH_WL_CFLAGS	:= -std=gnu11 -O2 -g -fno-omit-frame-pointer -D_GNU_SOURCE $(WARN)
+BENCH_WL_CXXFLAGS := -std=gnu++17 -O2 -g -fno-omit-frame-pointer -Wall -Wextra -Werror
+
+BENCH_WORKLOADS	:= $(BENCH_DIR)/allocbench $(BENCH_DIR)/allocbench_small $(BENCH_DIR)/newdelete \
+		   $(BENCH_DIR)/leak $(BENCH_DIR)/paced
+BENCH_BINS	:= $(BENCH_WORKLOADS) $(BENCH_DIR)/floor
+
+$(BENCH_DIR)/allocbench: bench/workloads/allocbench.c
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BENCH_WL_CFLAGS) -o $@ $< -pthread
+
+$(BENCH_DIR)/allocbench_small: bench/workloads/allocbench.c
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BENCH_WL_CFLAGS) -DMAXSZ=256 -o $@ $< -pthread
+
+$(BENCH_DIR)/leak: bench/workloads/leak.c
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BENCH_WL_CFLAGS) -o $@ $<
+
+$(BENCH_DIR)/paced: bench/workloads/paced.c
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BENCH_WL_CFLAGS) -o $@ $<
+
+$(BENCH_DIR)/newdelete: bench/workloads/newdelete.cc
+	$(call msg,CXX,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CXX) $(BENCH_WL_CXXFLAGS) -o $@ $<
+
+# vmlinux.h: bpf/'s copy when its fragment makes one, else our own.
+ifneq ($(shell grep -s -l 'gen/vmlinux.h' bpf/build.mk),)
+BENCH_VMLINUX	:= $(B)/gen/vmlinux.h
+else
+BENCH_VMLINUX	:= $(B)/gen/bench/vmlinux.h
+$(B)/gen/bench/vmlinux.h:
+	$(call msg,GEN,$@)
+	@mkdir -p $(@D)
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@
+endif
+
+$(B)/gen/bench/floor.bpf.o: bench/floor.bpf.c bench/floor.h $(BENCH_VMLINUX)
+	$(call msg,BPF,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CLANG) -g -O2 -target bpf -D__TARGET_ARCH_x86 -Wall -Werror \
+		-I $(dir $(BENCH_VMLINUX)) -I . $(call pkgcflags,libbpf) -c $< -o $@
+
+$(B)/gen/bench/floor.skel.h: $(B)/gen/bench/floor.bpf.o
+	$(call msg,SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name floor_bpf > $@
+
+$(B)/bench/floor.o: $(B)/gen/bench/floor.skel.h
+EXTRA_CFLAGS_bench := $(call pkgcflags,libbpf libelf)
+
+# The probe placement is memprofd's own (daemon/placement.c, from the bpf/ component).
+$(BENCH_DIR)/floor: $(B)/bench/floor.o $(B)/daemon/placement.o
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(call pkglibs,libbpf libelf capstone)
+
+BPF_TESTS	+= $(BENCH_BINS)
+
+.PHONY: bench-suite bench-bins
+bench-bins: $(BENCH_BINS)
+
+# The suite runs whatever exists: memprofctl, the preload library and memprofd are built by
+# `all`; bench/run prints a line for each part it skips because a component is missing.
+bench-suite: bench-bins all
+	$(Q)BENCH_BUILD=$(abspath $(B)) bench/run $(BENCH_ARGS)
+
+bench: bench-suite

@@ -1,0 +1,69 @@
+# bpf/: the BPF programs (bpf/memprof.bpf.c), their skeleton, and the user-space loader that
+# attaches them (daemon/bpf_loader.c, daemon/placement.c). Exports BPF_LOADER_OBJS and
+# BPF_LOADER_LIBS for the programs that link the loader (the engine, tests).
+#
+# vmlinux.h is dumped from the running kernel's BTF once per build directory.
+
+BPF_CFLAGS	:= -target bpf -g -O2 -D__TARGET_ARCH_x86 -Wall -Werror -I $(B)/gen -I bpf -I .
+
+$(B)/gen/vmlinux.h:
+	$(call msg,GEN,$@)
+	@mkdir -p $(@D)
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+$(B)/bpf/memprof.bpf.o: bpf/memprof.bpf.c $(B)/gen/vmlinux.h
+	$(call msg,BPF,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/gen/memprof.skel.h: $(B)/bpf/memprof.bpf.o
+	$(call msg,GEN,$@)
+	@mkdir -p $(@D)
+	$(Q)$(BPFTOOL) gen skeleton $< name memprof_bpf > $@.tmp && mv $@.tmp $@
+
+$(B)/daemon/bpf_loader.o: $(B)/gen/memprof.skel.h
+
+EXTRA_CFLAGS_daemon += $(call pkgcflags,libbpf libelf)
+
+BPF_LOADER_OBJS	:= $(B)/daemon/bpf_loader.o $(B)/daemon/placement.o
+BPF_LOADER_LIBS	:= -lbpf -lelf -lz -lcapstone -pthread
+
+# Unit test of the geometric draw (bpf/gap.h), unprivileged.
+$(B)/tests/unit/test_gap: $(B)/tests/unit/test_gap.o
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lm
+
+# Unit test of the probe placement rule (daemon/placement.c) on hand-written code bytes.
+$(B)/tests/unit/test_placement: $(B)/tests/unit/test_placement.o $(B)/daemon/placement.o
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcapstone
+
+UNIT_TESTS	+= $(B)/tests/unit/test_gap $(B)/tests/unit/test_placement
+
+# bpf tier: the probe checker (tests/bpf/probe-*.sh drive it) and its workloads.
+PROBE_WL_CFLAGS	:= -std=gnu11 -O2 -g -fno-omit-frame-pointer -D_GNU_SOURCE $(WARN)
+PROBE_WL_DIR	:= $(B)/tests/workloads
+
+$(PROBE_WL_DIR)/probe_wl: tests/workloads/probe_wl.c
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(PROBE_WL_CFLAGS) -o $@ $< -pthread
+
+$(PROBE_WL_DIR)/probe_wl_cxx: tests/workloads/probe_wl_cxx.cc
+	$(call msg,CXX,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CXX) -std=gnu++17 -O2 -g -fno-omit-frame-pointer -Wall -Wextra -Werror \
+		-fno-builtin -o $@ $<
+
+# No libc, no allocator: mp_bpf__attach must say -ENOENT.
+$(PROBE_WL_DIR)/probe_wl_nolibc: tests/workloads/probe_wl_nolibc.c
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -static -nostdlib -fno-stack-protector -fno-pie -no-pie -o $@ $<
+
+$(B)/tests/bpf/probe_check: $(B)/tests/bpf/probe_check.o $(BPF_LOADER_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(BPF_LOADER_LIBS) -lm
+
+BPF_TESTS	+= $(B)/tests/bpf/probe_check $(PROBE_WL_DIR)/probe_wl $(PROBE_WL_DIR)/probe_wl_cxx \
+		   $(PROBE_WL_DIR)/probe_wl_nolibc

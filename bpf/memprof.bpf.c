@@ -1,0 +1,558 @@
+// SPDX-License-Identifier: (LGPL-2.1-or-later OR BSD-2-Clause)
+/*
+ * memprofd's kernel side: allocator uprobes (entry) and uretprobes (return) attached pid-filtered
+ * by daemon/bpf_loader.c, plus fork/exec/exit tracepoints. The ABI is bpf/memprof.h.
+ *
+ * Per thread (task storage) we keep the countdown c of sampling-math.md and the state of the
+ * outermost allocator call in progress. An entry probe decides whether the block holds a sample
+ * point (size is known there); the return probe emits the event (the address is known there) and
+ * takes the user stack, which at return is complete: stack[0] is the return address into the
+ * allocator's caller. Frees only become events when the address is in the "sampled" table.
+ *
+ * Nesting: an allocator call made while another one of the same thread is in progress (operator
+ * new -> malloc, realloc(NULL, n) -> malloc, realloc(p, 0) -> free, malloc -> mmap) is ignored.
+ * The outer call is recognised by its stack pointer: a nested call, or a tail call, runs at a
+ * stack pointer <= the outer call's entry stack pointer. A stale state (a return we never saw)
+ * is recognised by a call at a higher stack pointer and dropped.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "memprof.h"
+#include "gap.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Keeps clang from turning the overflow check below into a 128-bit multiply (no BPF insn). */
+static __always_inline bool mul_overflows(__u64 n, __u64 size)
+{
+	__u64 lim;
+
+	if (!size)
+		return false;
+	lim = ~0ULL / size;
+	asm volatile("" : "+r"(lim));
+	return n > lim;
+}
+
+#define MAP_ANONYMOUS_FLAG	0x20
+#define MAP_FAILED_ADDR		((__u64)-1)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MP_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, struct mp_proc_cfg);
+} procs SEC(".maps");
+
+/* Per-process incarnation (see struct mp_sampled_val), owned by BPF. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MP_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, __u64);
+} pstate SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MP_MAX_SAMPLED);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct mp_sampled_key);
+	__type(value, struct mp_sampled_val);
+} sampled SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MP_STAT__MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, MP_RINGBUF_SIZE);
+} rb SEC(".maps");
+
+/* Per-thread state. */
+struct tstate {
+	__u64 countdown;	/* words up to and including the next sample point; 0 = draw */
+	__u32 gen;		/* mp_proc_cfg.gen / profile the countdown was drawn for */
+	__u32 profile;
+	/* The outermost allocator call in progress (depth > 0). */
+	__u64 outer_sp;		/* stack pointer at its entry probe */
+	__u64 size;		/* requested bytes */
+	__u64 remaining;	/* words after the first sample point, when sampled */
+	__u64 arg;		/* posix_memalign: the out-pointer; realloc: the old block */
+	__u64 old_incarnation;	/* realloc: the old block's sampled entry, if it had one */
+	__u32 old_profile;	/* realloc: != 0 when the old block was sampled */
+	__u32 old_kind;
+	__u32 depth;		/* nesting depth of calls with a return probe */
+	__u32 kind;
+	__u32 sample_profile;	/* != 0: the block holds a sample point for this profile */
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tstate);
+} tstates SEC(".maps");
+
+/*
+ * Alloc and free records leave the last MP_RINGBUF_RESERVE bytes of the ring to fork/exec/exit
+ * records, so that a flood of samples the daemon cannot keep up with does not also cost it the
+ * news that a process exited.
+ */
+#define MP_RINGBUF_RESERVE	(256 << 10)
+
+static __always_inline void *data_reserve(__u64 size)
+{
+	if (bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) + size > MP_RINGBUF_SIZE - MP_RINGBUF_RESERVE)
+		return NULL;
+	return bpf_ringbuf_reserve(&rb, size, 0);
+}
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline struct tstate *tstate_get(bool create)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return bpf_task_storage_get(&tstates, task, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/* The incarnation of process @tgid's current image, created on first use. */
+static __always_inline __u64 incarnation_get(__u32 tgid)
+{
+	__u64 *v = bpf_map_lookup_elem(&pstate, &tgid);
+	__u64 now;
+
+	if (v)
+		return *v;
+	now = bpf_ktime_get_ns();
+	bpf_map_update_elem(&pstate, &tgid, &now, BPF_NOEXIST);
+	v = bpf_map_lookup_elem(&pstate, &tgid);
+	return v ? *v : now;
+}
+
+static __always_inline void hdr_fill(struct mp_event_hdr *h, __u32 type, __u64 pid_tgid,
+				     __u32 profile)
+{
+	h->type = type;
+	h->pid = pid_tgid >> 32;
+	h->tid = (__u32)pid_tgid;
+	h->profile = profile;
+	h->time_ns = bpf_ktime_get_ns();
+}
+
+/*
+ * The sampling decision for a block of @size bytes (sampling-math.md): returns true when the
+ * block holds the thread's next sample point, with *remaining = words after that point.
+ */
+static __always_inline bool sample_block(struct tstate *st, const struct mp_proc_cfg *cfg,
+					 __u64 size, __u64 *remaining)
+{
+	__u64 w = mp_gap_words(size), c;
+
+	if (cfg->flags & MP_PROC_RATE_ONE) {
+		*remaining = w - 1;
+		return true;
+	}
+	c = st->countdown;
+	if (c == 0 || st->gen != cfg->gen || st->profile != cfg->profile) {
+		c = mp_gap_draw(bpf_get_prandom_u32(), cfg->gap_k);
+		st->gen = cfg->gen;
+		st->profile = cfg->profile;
+	}
+	if (w < c) {
+		st->countdown = c - w;
+		return false;
+	}
+	*remaining = w - c;
+	st->countdown = mp_gap_draw(bpf_get_prandom_u32(), cfg->gap_k);
+	return true;
+}
+
+/* Is this call nested in an outer allocator call of the same thread? */
+static __always_inline bool nested(const struct tstate *st, __u64 sp)
+{
+	return st->depth && sp <= st->outer_sp;
+}
+
+/*
+ * Entry of an allocator with a return probe. @size: requested bytes; @may_sample: false when
+ * the call cannot allocate (realloc(p, 0), calloc overflow, file-backed mmap). Returns 1 when
+ * this call is now the thread's outermost allocator call, 0 otherwise.
+ */
+static __always_inline int alloc_entry(struct pt_regs *ctx, __u32 kind, __u64 size,
+				       bool may_sample, __u64 arg)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+	__u64 sp = PT_REGS_SP(ctx), remaining = 0;
+	struct tstate *st;
+
+	if (!cfg) {
+		stat_inc(MP_STAT_FOREIGN_CALLS);
+		return 0;
+	}
+	stat_inc(MP_STAT_CALLS);
+	st = tstate_get(true);
+	if (!st)
+		return 0;
+	if (nested(st, sp)) {
+		st->depth++;
+		stat_inc(MP_STAT_NESTED);
+		return 0;
+	}
+	if (st->depth) /* an outer call whose return we never saw */
+		stat_inc(MP_STAT_MISSED_RETURNS);
+	st->depth = 1;
+	st->outer_sp = sp;
+	st->kind = kind;
+	st->size = size;
+	st->arg = arg;
+	st->old_profile = 0;
+	st->sample_profile = 0;
+	if (may_sample && (cfg->flags & MP_PROC_SAMPLING) && sample_block(st, cfg, size, &remaining)) {
+		st->sample_profile = cfg->profile;
+		st->remaining = remaining;
+	}
+	return 1;
+}
+
+static __always_inline int emit_free(__u64 pid_tgid, __u32 profile, __u64 addr, __u32 kind)
+{
+	struct mp_free_event *e = data_reserve(sizeof(*e));
+
+	if (!e) {
+		stat_inc(MP_STAT_RINGBUF_DROPS);
+		return 0;
+	}
+	hdr_fill(&e->h, MP_EV_FREE, pid_tgid, profile);
+	e->addr = addr;
+	e->kind = kind;
+	e->_pad = 0;
+	bpf_ringbuf_submit(e, 0);
+	stat_inc(MP_STAT_FREES);
+	return 0;
+}
+
+/*
+ * Remove @addr of process @tgid from the sampled table. Returns the profile it was sampled for
+ * (0: not sampled, or an entry of an old image, which is dropped).
+ */
+static __always_inline __u32 sampled_take(__u32 tgid, __u64 addr, __u32 *kind, __u64 *inc)
+{
+	struct mp_sampled_key key = { .tgid = tgid, .addr = addr };
+	struct mp_sampled_val *v = bpf_map_lookup_elem(&sampled, &key);
+	__u32 profile;
+
+	if (!v)
+		return 0;
+	profile = v->profile;
+	*kind = v->kind;
+	*inc = v->incarnation;
+	if (bpf_map_delete_elem(&sampled, &key))
+		return 0; /* a concurrent free of the same block took it */
+	if (*inc != incarnation_get(tgid))
+		return 0;
+	return profile;
+}
+
+static __always_inline void sampled_put(__u32 tgid, __u64 addr, __u32 profile, __u32 kind,
+					__u64 inc)
+{
+	struct mp_sampled_key key = { .tgid = tgid, .addr = addr };
+	struct mp_sampled_val v = { .incarnation = inc, .profile = profile, .kind = kind };
+
+	if (bpf_map_update_elem(&sampled, &key, &v, BPF_ANY))
+		stat_inc(MP_STAT_TABLE_DROPS);
+}
+
+/* Return of an allocator: @ret is its return value. */
+static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32, max_frames;
+	struct mp_sampled_key key = { .tgid = tgid };
+	struct mp_sampled_val val = {};
+	struct mp_alloc_event *e;
+	struct mp_proc_cfg *cfg;
+	struct tstate *st;
+	__u64 addr = ret;
+	long n;
+
+	st = tstate_get(false);
+	if (!st || !st->depth) {
+		stat_inc(MP_STAT_MISSED_RETURNS);
+		return 0;
+	}
+	if (st->depth > 1) {
+		st->depth--;
+		return 0;
+	}
+	st->depth = 0;
+
+	switch (st->kind) {
+	case MP_KIND_POSIX_MEMALIGN:
+		/* int posix_memalign(void **memptr, ...): the block comes through memptr */
+		addr = 0;
+		if ((int)ret == 0 && bpf_probe_read_user(&addr, sizeof(addr), (void *)st->arg))
+			addr = 0;
+		break;
+	case MP_KIND_MMAP:
+		if (ret == MAP_FAILED_ADDR)
+			addr = 0;
+		break;
+	case MP_KIND_REALLOC:
+	case MP_KIND_REALLOCARRAY:
+		if (st->old_profile) {
+			/* The old block is gone when realloc succeeded, or when it was
+			 * realloc(p, 0), which frees p. A failed realloc leaves it alone. */
+			if (addr || st->size == 0)
+				emit_free(pid_tgid, st->old_profile, st->arg, st->kind);
+			else
+				sampled_put(tgid, st->arg, st->old_profile, st->old_kind,
+					    st->old_incarnation);
+			st->old_profile = 0;
+		}
+		break;
+	default:
+		break;
+	}
+	if (!st->sample_profile || !addr)
+		return 0;
+
+	cfg = bpf_map_lookup_elem(&procs, &tgid);
+	if (!cfg || cfg->profile != st->sample_profile)
+		return 0; /* the process left the profile meanwhile */
+
+	key.addr = addr;
+	val.incarnation = incarnation_get(tgid);
+	val.profile = st->sample_profile;
+	val.kind = st->kind;
+	if (bpf_map_update_elem(&sampled, &key, &val, BPF_ANY)) {
+		stat_inc(MP_STAT_TABLE_DROPS);
+		return 0;
+	}
+	e = data_reserve(sizeof(*e));
+	if (!e) {
+		bpf_map_delete_elem(&sampled, &key);
+		stat_inc(MP_STAT_RINGBUF_DROPS);
+		return 0;
+	}
+	hdr_fill(&e->h, MP_EV_ALLOC, pid_tgid, st->sample_profile);
+	e->addr = addr;
+	e->size = st->size;
+	e->remaining = st->remaining;
+	e->kind = st->kind;
+	max_frames = cfg->max_frames;
+	if (max_frames == 0 || max_frames > MP_MAX_STACK)
+		max_frames = MP_MAX_STACK;
+	n = bpf_get_stack(ctx, e->stack, max_frames * sizeof(__u64), BPF_F_USER_STACK);
+	if (n < 0) {
+		stat_inc(MP_STAT_STACK_ERRORS);
+		n = 0;
+	}
+	e->nframes = n / sizeof(__u64);
+	bpf_ringbuf_submit(e, 0);
+	stat_inc(MP_STAT_SAMPLED);
+	return 0;
+}
+
+/* free, operator delete, munmap: entry probe only. */
+static __always_inline int free_entry(struct pt_regs *ctx, __u32 kind, __u64 addr)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32, profile, akind = 0;
+	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+	struct tstate *st;
+	__u64 inc = 0;
+
+	if (!cfg) {
+		stat_inc(MP_STAT_FOREIGN_CALLS);
+		return 0;
+	}
+	stat_inc(MP_STAT_CALLS);
+	if (!addr)
+		return 0; /* free(NULL) */
+	st = tstate_get(false);
+	if (st && nested(st, PT_REGS_SP(ctx))) {
+		stat_inc(MP_STAT_NESTED);
+		return 0;
+	}
+	profile = sampled_take(tgid, addr, &akind, &inc);
+	if (profile)
+		emit_free(pid_tgid, profile, addr, kind);
+	return 0;
+}
+
+static __always_inline int emit_proc(__u32 type, __u32 tgid, __u32 tid, __u32 profile,
+				     __u32 other, __u32 code)
+{
+	struct mp_proc_event *e = bpf_ringbuf_reserve(&rb, sizeof(*e), 0);
+
+	if (!e) {
+		stat_inc(MP_STAT_RINGBUF_DROPS);
+		return 0;
+	}
+	hdr_fill(&e->h, type, ((__u64)tgid << 32) | tid, profile);
+	e->other_pid = other;
+	e->exit_code = code;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+static __always_inline int realloc_entry(struct pt_regs *ctx, __u32 kind, __u64 old, __u64 size,
+					 bool ovf)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, profile = 0, okind = 0;
+	struct tstate *st;
+	__u64 inc = 0;
+
+	/* realloc(p, 0) frees p and allocates nothing */
+	if (!alloc_entry(ctx, kind, size, !ovf && !(old && size == 0), old) || !old)
+		return 0;
+	st = tstate_get(false);
+	if (!st)
+		return 0;
+	/* Take the old block out of the table now, so that a concurrent malloc returning the same
+	 * address after realloc released it cannot be confused with it; restored on failure. */
+	profile = sampled_take(tgid, old, &okind, &inc);
+	st->old_profile = profile;
+	st->old_kind = okind;
+	st->old_incarnation = inc;
+	return 0;
+}
+
+/* ld.so's rendezvous: see MP_SHAPE_DLSTATE. */
+static __always_inline int dlstate_entry(void)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (!cfg)
+		return 0;
+	return emit_proc(MP_EV_MAP, tgid, (__u32)pid_tgid, cfg->profile, 0, 0);
+}
+
+/*
+ * Every entry probe. The attach cookie says which function this is: MP_COOKIE(shape, kind), the
+ * shape telling where the arguments are (bpf/memprof.h).
+ */
+SEC("uprobe")
+int BPF_KPROBE(mp_entry)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 kind = MP_COOKIE_KIND(cookie);
+	__u64 a1 = PT_REGS_PARM1(ctx), a2 = PT_REGS_PARM2(ctx), a3 = PT_REGS_PARM3(ctx);
+
+	switch (MP_COOKIE_SHAPE(cookie)) {
+	case MP_SHAPE_SIZE1:	/* malloc(size), operator new(size, ...), valloc, pvalloc */
+		return alloc_entry(ctx, kind, a1, true, 0);
+	case MP_SHAPE_SIZE2:	/* memalign(align, size), aligned_alloc(align, size) */
+		return alloc_entry(ctx, kind, a2, true, 0);
+	case MP_SHAPE_CALLOC: {	/* calloc(n, size): fails, allocating nothing, on overflow */
+		bool ovf = mul_overflows(a1, a2);
+
+		return alloc_entry(ctx, kind, ovf ? 0 : a1 * a2, !ovf, 0);
+	}
+	case MP_SHAPE_REALLOC:	/* realloc(ptr, size) */
+		return realloc_entry(ctx, kind, a1, a2, false);
+	case MP_SHAPE_REALLOCARRAY: {	/* reallocarray(ptr, n, size) */
+		bool ovf = mul_overflows(a2, a3);
+
+		return realloc_entry(ctx, kind, a1, ovf ? 0 : a2 * a3, ovf);
+	}
+	case MP_SHAPE_POSIX_MEMALIGN:	/* posix_memalign(memptr, align, size) */
+		return alloc_entry(ctx, kind, a3, true, a1);
+	case MP_SHAPE_MMAP:	/* mmap(addr, len, prot, flags, ...): anonymous ones only */
+		return alloc_entry(ctx, kind, a2, (PT_REGS_PARM4(ctx) & MAP_ANONYMOUS_FLAG) != 0, 0);
+	case MP_SHAPE_FREE:	/* free(ptr), operator delete(ptr, ...), munmap(addr, len) */
+		return free_entry(ctx, kind, a1);
+	case MP_SHAPE_DLSTATE:
+		return dlstate_entry();
+	default:
+		return 0;
+	}
+}
+
+/* Every allocator's return. */
+SEC("uretprobe")
+int BPF_KRETPROBE(mp_ret, __u64 ret)
+{
+	return alloc_return(ctx, ret);
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(mp_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	struct mp_proc_cfg *cfg, ccfg;
+	__u64 now;
+
+	if (ptgid == ctgid)
+		return 0; /* a new thread: joins through its own task storage */
+	cfg = bpf_map_lookup_elem(&procs, &ptgid);
+	if (!cfg || !(cfg->flags & MP_PROC_FOLLOW_FORKS))
+		return 0;
+	ccfg = *cfg;
+	if (bpf_map_update_elem(&procs, &ctgid, &ccfg, BPF_ANY)) {
+		stat_inc(MP_STAT_PROCS_FULL);
+		return 0;
+	}
+	now = bpf_ktime_get_ns();
+	bpf_map_update_elem(&pstate, &ctgid, &now, BPF_ANY);
+	return emit_proc(MP_EV_FORK, ptgid, parent->pid, ccfg.profile, ctgid, 0);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = p->tgid;
+	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+	__u64 now;
+
+	if (!cfg)
+		return 0;
+	/* A new image: sampled entries of the old one no longer match frees. The event's time is
+	 * the new incarnation, so the loader purges entries older than it. */
+	now = bpf_ktime_get_ns();
+	bpf_map_update_elem(&pstate, &tgid, &now, BPF_ANY);
+	return emit_proc(MP_EV_EXEC, tgid, p->pid, cfg->profile,
+			 (__u32)old_pid != p->pid ? (__u32)old_pid : 0, 0);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
+{
+	__u32 tgid = p->tgid, profile, code;
+	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+	unsigned int sflags;
+
+	if (!cfg)
+		return 0;
+	profile = cfg->profile;
+	if (!group_dead)
+		return emit_proc(MP_EV_THREAD_EXIT, tgid, p->pid, profile, 0, 0);
+	/* wait(2)-style status: the group's exit code when the group was killed or exit_group'd */
+	sflags = BPF_CORE_READ(p, signal, flags);
+	code = (sflags & 0x00000004 /* SIGNAL_GROUP_EXIT */) ? BPF_CORE_READ(p, signal,
+									       group_exit_code)
+							       : p->exit_code;
+	bpf_map_delete_elem(&procs, &tgid);
+	bpf_map_delete_elem(&pstate, &tgid);
+	return emit_proc(MP_EV_EXIT, tgid, p->pid, profile, 0, code);
+}

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* memprofctl attach PID...: start a profile of running processes in memprofd. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "cli/ctl_bus.h"
+
+static void attach_help(void)
+{
+	printf("Usage: memprofctl attach [OPTIONS] PID...\n"
+	       "\n"
+	       "Start sampling the allocations of running processes in memprofd.\n"
+	       "\n"
+	       "Options:\n"
+	       "  -r, --rate RATE           sampling rate per word, in (0, 1] (default 1e-4)\n"
+	       "      --callstack-size N    frames kept per sample, 1-127 (default 127)\n"
+	       "  -d, --duration T          stop sampling after T (e.g. 30s, 500ms, 5m, 1h)\n"
+	       "  -o, --output FILE         write the first process' trace to FILE\n"
+	       "      --no-follow-forks     do not profile the children the processes fork\n"
+	       "      --format-version V    memtrace format version, 2 or 3 (default 2)\n"
+	       "  -z, --zstd                compress the traces with zstd\n"
+	       "  -w, --wait                wait until sampling ends, then discard and print\n"
+	       "  -j, --json                print JSON\n"
+	       "  -h, --help                show this help\n");
+}
+
+enum { OPT_CALLSTACK = 0x100, OPT_NO_FOLLOW, OPT_FORMAT };
+
+int cmd_attach(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "rate", required_argument, NULL, 'r' },
+		{ "callstack-size", required_argument, NULL, OPT_CALLSTACK },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "no-follow-forks", no_argument, NULL, OPT_NO_FOLLOW },
+		{ "format-version", required_argument, NULL, OPT_FORMAT },
+		{ "zstd", no_argument, NULL, 'z' },
+		{ "wait", no_argument, NULL, 'w' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	struct ctl_start_opts o = { .out_fd = -1 };
+	const char *output = NULL;
+	struct ctl_profile p;
+	sd_bus *bus = NULL;
+	bool wait = false;
+	pid_t *pids = NULL;
+	size_t npids = 0;
+	uint32_t id;
+	char *end;
+	int c, ret = 1;
+	unsigned long v;
+
+	while ((c = getopt_long(argc, argv, "r:d:o:zwjh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			errno = 0;
+			o.rate = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(o.rate > 0 && o.rate <= 1)) {
+				fprintf(stderr, "memprofctl attach: invalid rate '%s': it must be in "
+					"(0, 1]\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_CALLSTACK:
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 1 || v > 127) {
+				fprintf(stderr, "memprofctl attach: invalid callstack size '%s': "
+					"1-127\n", optarg);
+				return 2;
+			}
+			o.callstack_size = (unsigned int)v;
+			break;
+		case 'd':
+			if (ctl_parse_duration(optarg, &o.duration_us) < 0) {
+				fprintf(stderr, "memprofctl attach: invalid duration '%s' (e.g. 30s, "
+					"500ms, 5m)\n", optarg);
+				return 2;
+			}
+			break;
+		case 'o':
+			output = optarg;
+			break;
+		case OPT_NO_FOLLOW:
+			o.no_follow_forks = true;
+			break;
+		case OPT_FORMAT:
+			if (strcmp(optarg, "2") && strcmp(optarg, "3")) {
+				fprintf(stderr, "memprofctl attach: invalid format version '%s': 2 or "
+					"3\n", optarg);
+				return 2;
+			}
+			o.format_version = (uint16_t)atoi(optarg);
+			break;
+		case 'z':
+			o.zstd = true;
+			break;
+		case 'w':
+			wait = true;
+			break;
+		case 'j':
+			ctl.json = true;
+			break;
+		case 'h':
+			attach_help();
+			return 0;
+		default:
+			fprintf(stderr, "Try 'memprofctl attach --help'.\n");
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "memprofctl attach: no PID given; try 'memprofctl attach --help'.\n");
+		return 2;
+	}
+	pids = calloc((size_t)(argc - optind), sizeof(*pids));
+	if (!pids)
+		return ctl_fail("attach", "Out of memory");
+	for (int i = optind; i < argc; i++) {
+		errno = 0;
+		v = strtoul(argv[i], &end, 10);
+		if (errno || end == argv[i] || *end || v < 1 || v > INT32_MAX) {
+			fprintf(stderr, "memprofctl attach: invalid PID '%s'\n", argv[i]);
+			free(pids);
+			return 2;
+		}
+		pids[npids++] = (pid_t)v;
+	}
+
+	if (ctl_bus_connect(&bus, false) < 0)
+		goto out;
+	if (output) {
+		/* Opened here, with the caller's rights; memprofd only gets the descriptor. */
+		o.out_fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (o.out_fd < 0) {
+			ctl_fail("attach", "Failed to open '%s': %s", output, strerror(errno));
+			goto out;
+		}
+	}
+	if (ctl_bus_start(bus, "attach", pids, npids, &o, &id) < 0)
+		goto out;
+	if (o.out_fd >= 0) {
+		close(o.out_fd);
+		o.out_fd = -1;
+	}
+	if (wait) {
+		if (ctl_bus_wait_stopped(bus, "attach", id, true) < 0 ||
+		    ctl_bus_discard(bus, "attach", id) < 0)
+			goto out;
+	}
+	if (ctl_bus_get_profile(bus, "attach", id, &p) < 0)
+		goto out;
+	if (wait || ctl.json) {
+		ctl_print_profile(&p);
+	} else {
+		printf("Profile %" PRIu32 " %s %zu process(es); traces in %s%s%s\n", id, p.state,
+		       npids, output ? output : p.directory, output ? " (first process), " : "",
+		       output ? p.directory : "");
+	}
+	ctl_profile_done(&p);
+	ret = 0;
+out:
+	if (o.out_fd >= 0)
+		close(o.out_fd);
+	free(pids);
+	sd_bus_flush_close_unref(bus);
+	return ret;
+}

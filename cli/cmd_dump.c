@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * memprofctl dump [--json] [--locations] [--lenient] TRACE: print a memtrace trace, the
+ * trace info first, then one line per event with its backtrace decoded (the format of the
+ * upstream reader's dumps: code{"defname"@"file":line:start-end}, outermost frame first).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <memprof/trace.h>
+
+#include "cli/commands.h"
+
+static const char *const source_names[] = { "minor", "major", "external" };
+
+/* Shortest "%g" that reads back as the same double. */
+static void print_double(FILE *f, double v)
+{
+	char buf[40];
+
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			break;
+	}
+	fputs(buf, f);
+}
+
+/* A quoted string: C-style escapes for text, \u escapes for JSON. */
+static void print_str(FILE *f, const char *s, bool json)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			fprintf(f, json ? "\\u%04x" : "\\%03u", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void print_locs(FILE *f, const struct memprof_location *l, unsigned int n, bool json)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		if (json) {
+			fprintf(f, "%s{\"defname\":", i ? "," : "");
+			print_str(f, l[i].defname, true);
+			fputs(",\"filename\":", f);
+			print_str(f, l[i].filename, true);
+			fprintf(f, ",\"line\":%u,\"start_char\":%u,\"end_char\":%u}", l[i].line,
+				l[i].start_char, l[i].end_char);
+		} else {
+			if (i)
+				fputs("; ", f);
+			print_str(f, l[i].defname, false);
+			fputc('@', f);
+			print_str(f, l[i].filename, false);
+			fprintf(f, ":%u:%u-%u", l[i].line, l[i].start_char, l[i].end_char);
+		}
+	}
+}
+
+static void print_info(FILE *f, const struct memprof_trace_info *in, bool json)
+{
+	if (json) {
+		fputs("{\"info\":{\"version\":", f);
+		fprintf(f, "%u,\"sample_rate\":", in->version);
+		print_double(f, in->sample_rate);
+		fprintf(f, ",\"word_size\":%u,\"executable_name\":", in->word_size);
+		print_str(f, in->executable_name, true);
+		fputs(",\"host_name\":", f);
+		print_str(f, in->host_name, true);
+		fputs(",\"ocaml_runtime_params\":", f);
+		print_str(f, in->runtime_params, true);
+		fprintf(f, ",\"pid\":%" PRIu64 ",\"start_time_us\":%" PRIu64
+			",\"initial_domain\":%u,\"context\":", in->pid, in->start_time_us,
+			in->initial_domain);
+		if (in->context)
+			print_str(f, in->context, true);
+		else
+			fputs("null", f);
+		fputs("},\n\"events\":[\n", f);
+		return;
+	}
+	fprintf(f, "info version %u\ninfo sample_rate ", in->version);
+	print_double(f, in->sample_rate);
+	fprintf(f, "\ninfo word_size %u\ninfo executable_name ", in->word_size);
+	print_str(f, in->executable_name, false);
+	fputs("\ninfo host_name ", f);
+	print_str(f, in->host_name, false);
+	fputs("\ninfo ocaml_runtime_params ", f);
+	print_str(f, in->runtime_params, false);
+	fprintf(f, "\ninfo pid %" PRIu64 "\ninfo start_time_us %" PRIu64
+		"\ninfo initial_domain %u\ninfo context ", in->pid, in->start_time_us,
+		in->initial_domain);
+	if (in->context)
+		print_str(f, in->context, false);
+	else
+		fputs("none", f);
+	fputc('\n', f);
+}
+
+static void print_event(FILE *f, struct memprof_reader *r, const struct memprof_event *ev,
+			bool json, bool first)
+{
+	static const char *const names[] = { "?", "alloc", "promote", "collect", "location" };
+	const struct memprof_location *l;
+	unsigned int n;
+
+	if (json) {
+		fprintf(f, "%s{\"time_us\":%" PRIu64 ",\"event\":\"%s\",\"domain\":%u", first ? "" : ",\n",
+			ev->time_us, names[ev->type], ev->domain);
+		if (ev->type == MEMPROF_EV_LOCATION) {
+			fprintf(f, ",\"code\":%" PRIu64 ",\"locations\":[", ev->code);
+			print_locs(f, ev->locs, ev->nlocs, true);
+			fputs("]}", f);
+			return;
+		}
+		fprintf(f, ",\"id\":%" PRIu64, ev->id);
+		if (ev->type == MEMPROF_EV_ALLOC) {
+			fprintf(f, ",\"source\":\"%s\",\"length\":%" PRIu64 ",\"nsamples\":%" PRIu64
+				",\"common_prefix\":%zu,\"backtrace\":[", source_names[ev->source],
+				ev->length, ev->nsamples, ev->common_prefix);
+			for (size_t i = 0; i < ev->backtrace_len; i++) {
+				l = memprof_reader__lookup(r, ev->backtrace[i], &n);
+				fprintf(f, "%s{\"code\":%" PRIu64 ",\"locations\":[", i ? "," : "",
+					ev->backtrace[i]);
+				print_locs(f, l, n, true);
+				fputs("]}", f);
+			}
+			fputc(']', f);
+		}
+		fputc('}', f);
+		return;
+	}
+	fprintf(f, "%" PRIu64 " %s", ev->time_us, names[ev->type]);
+	if (ev->type == MEMPROF_EV_LOCATION) {
+		fprintf(f, " code=0x%" PRIx64 " dom=%u locs={", ev->code, ev->domain);
+		print_locs(f, ev->locs, ev->nlocs, false);
+		fputs("}\n", f);
+		return;
+	}
+	fprintf(f, " id=%" PRIu64 " dom=%u", ev->id, ev->domain);
+	if (ev->type == MEMPROF_EV_ALLOC) {
+		fprintf(f, " src=%s len=%" PRIu64 " n=%" PRIu64 " pfx=%zu nbt=%zu bt=",
+			source_names[ev->source], ev->length, ev->nsamples, ev->common_prefix,
+			ev->backtrace_len);
+		for (size_t i = 0; i < ev->backtrace_len; i++) {
+			l = memprof_reader__lookup(r, ev->backtrace[i], &n);
+			fprintf(f, "%s0x%" PRIx64 "{", i ? " | " : "", ev->backtrace[i]);
+			print_locs(f, l, n, false);
+			fputc('}', f);
+		}
+	}
+	fputc('\n', f);
+}
+
+static void dump_warn(void *ctx, uint64_t offset, const char *msg)
+{
+	fprintf(stderr, "memprofctl dump: '%s': warning at offset %" PRIu64 ": %s\n",
+		(const char *)ctx, offset, msg);
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "locations", no_argument, NULL, 'l' },
+		{ "lenient", no_argument, NULL, 'L' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	struct memprof_reader_opts ropts = { .sz = sizeof(ropts), .warn = dump_warn };
+	struct memprof_reader *r;
+	struct memprof_event ev;
+	bool json = ctl.json, first = true;
+	char err[256];
+	int c, ret;
+
+	while ((c = getopt_long(argc, argv, "+jlh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json = true;
+			break;
+		case 'l':
+			ropts.report_locations = 1;
+			break;
+		case 'L':
+			ropts.strict = -1;
+			break;
+		case 'h':
+			printf("Usage: memprofctl dump [--json] [--locations] [--lenient] TRACE\n\n"
+			       "Print a memtrace trace (.ctf or .ctf.zst): its info, then one line per\n"
+			       "event with the backtrace decoded, outermost frame first.\n\n"
+			       "  -j, --json        print JSON\n"
+			       "  -l, --locations   also print location definitions\n"
+			       "      --lenient     accept what the upstream reader accepts\n");
+			return 0;
+		default:
+			fprintf(stderr, "Try 'memprofctl dump --help'.\n");
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "memprofctl dump: expected one TRACE argument; try 'memprofctl dump --help'.\n");
+		return 2;
+	}
+	ropts.warn_ctx = argv[optind];
+	r = memprof_reader__open(argv[optind], &ropts, err, sizeof(err));
+	if (!r) {
+		fprintf(stderr, "memprofctl dump: Failed to open trace '%s': %s\n", argv[optind], err);
+		return 1;
+	}
+	print_info(stdout, memprof_reader__info(r), json);
+	while ((ret = memprof_reader__next(r, &ev)) > 0) {
+		print_event(stdout, r, &ev, json, first);
+		first = false;
+	}
+	if (json)
+		fputs(first ? "]}\n" : "\n]}\n", stdout);
+	if (ret < 0)
+		fprintf(stderr, "memprofctl dump: Failed to read trace '%s': %s\n", argv[optind],
+			memprof_reader__errmsg(r));
+	memprof_reader__free(r);
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "memprofctl dump: Failed to write output: %s\n", strerror(errno));
+		return 1;
+	}
+	return ret < 0 ? 1 : 0;
+}

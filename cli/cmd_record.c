@@ -1,0 +1,739 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * memprofctl record [OPTIONS] -- CMD [ARGS...]: run CMD under the sampling engine, in this
+ * process (no memprofd needed), and write its trace(s) when it exits.
+ *
+ * Probes must be in place before the new image runs any code of its own, but the libraries
+ * whose allocators we probe are mapped by the dynamic linker after exec. So the child runs
+ * under ptrace: it stops at exec (PTRACE_TRACEME), we put a breakpoint on the dynamic
+ * linker's debugger hook _dl_debug_state() and let it run until the link map is consistent
+ * (r_debug.r_state == RT_CONSISTENT: every DT_NEEDED object mapped, no constructor run yet),
+ * attach the probes there, then detach. A static executable is probed at the exec stop.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "daemon/engine.h"
+
+#define RT_CONSISTENT 0		/* <link.h> r_state */
+#define R_DEBUG_STATE_OFF 24	/* offsetof(struct r_debug, r_state) on LP64 */
+
+static void record_usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: memprofctl record [OPTIONS] -- CMD [ARGS...]\n"
+		"\n"
+		"Run CMD and sample its allocations; write a memtrace trace when it exits.\n"
+		"\n"
+		"Options:\n"
+		"  -r, --rate RATE          sampling rate per 8-byte word, in (0, 1] (default 1e-4)\n"
+		"      --interval BYTES     mean bytes between samples (rate = 8 / BYTES)\n"
+		"      --callstack-size N   frames kept per sample (default and maximum 127)\n"
+		"  -o, --output FILE        trace of CMD (default memprof.ctf); forked children\n"
+		"                           write FILE.<pid>\n"
+		"      --no-follow-forks    do not profile CMD's children\n"
+		"      --seed N             seed of the multiplicity PRNG (reproducible runs)\n"
+		"      --format-version V   memtrace format version 2 (default) or 3\n"
+		"      --zstd               compress the traces with zstd\n"
+		"  -h, --help               show this help\n");
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s[0] || s[0] == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || *end)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* ---- running CMD up to the point where its allocators can be probed ---- */
+
+static int wait_child(pid_t pid, int *st)
+{
+	for (;;) {
+		pid_t r = waitpid(pid, st, __WALL);
+
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+/* AT_BASE (dynamic linker load address) and AT_ENTRY of a stopped process. */
+static int read_auxv(pid_t pid, uint64_t *base, uint64_t *entry)
+{
+	char path[64];
+	Elf64_auxv_t av[128];
+	ssize_t n;
+	int fd;
+
+	*base = *entry = 0;
+	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, av, sizeof(av));
+	close(fd);
+	if (n < 0)
+		return -errno;
+	for (size_t i = 0; i < (size_t)n / sizeof(av[0]) && av[i].a_type != AT_NULL; i++) {
+		if (av[i].a_type == AT_BASE)
+			*base = av[i].a_un.a_val;
+		else if (av[i].a_type == AT_ENTRY)
+			*entry = av[i].a_un.a_val;
+	}
+	return 0;
+}
+
+/* The file mapped at @start in @pid (the dynamic linker: mapped at AT_BASE, offset 0). */
+static int mapped_path(pid_t pid, uint64_t start, char *out, size_t len)
+{
+	char path[64], line[4096 + 128];
+	FILE *f;
+	int r = -ENOENT;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi, off;
+		int pos = 0;
+
+		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &lo, &hi, &off, &pos) < 3 || !pos)
+			continue;
+		if (lo == start && off == 0 && line[pos] == '/') {
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(out, len, "%s", line + pos);
+			r = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
+/* st_value of dynamic symbols @names[i] in the ELF file @path (0 when absent). */
+static int elf_dynsyms(const char *path, const char *const *names, uint64_t *values, size_t n)
+{
+	Elf_Scn *scn = NULL;
+	Elf *elf;
+	int fd, r = -ENOENT;
+
+	memset(values, 0, n * sizeof(*values));
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf) {
+		close(fd);
+		return -EINVAL;
+	}
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
+			continue;
+		data = elf_getdata(scn, NULL);
+		if (!data)
+			continue;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(data, (int)i, &sym))
+				continue;
+			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			for (size_t k = 0; name && k < n; k++)
+				if (!strcmp(name, names[k]) && sym.st_value) {
+					values[k] = sym.st_value;
+					r = 0;
+				}
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	return r;
+}
+
+#if defined(__x86_64__)
+/*
+ * Run the stopped tracee @pid until it executes @addr with, if @state_addr is set, the int at
+ * @state_addr equal to RT_CONSISTENT. An int3 is planted at @addr and removed before return;
+ * the tracee is left stopped at @addr. Signals the tracee gets meanwhile are passed on.
+ */
+static int run_to(pid_t pid, uint64_t addr, uint64_t state_addr)
+{
+	long orig, trap;
+	int st, sig = 0;
+
+	errno = 0;
+	orig = ptrace(PTRACE_PEEKTEXT, pid, (void *)addr, NULL);
+	if (errno)
+		return -errno;
+	trap = (long)(((unsigned long)orig & ~0xfful) | 0xcc);
+	if (ptrace(PTRACE_POKETEXT, pid, (void *)addr, (void *)trap))
+		return -errno;
+	for (;;) {
+		struct user_regs_struct regs;
+		long state;
+
+		if (ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig))
+			return -errno;
+		sig = 0;
+		if (wait_child(pid, &st) || !WIFSTOPPED(st))
+			return -ESRCH;
+		if (WSTOPSIG(st) != SIGTRAP) {
+			sig = WSTOPSIG(st);
+			continue;
+		}
+		if (ptrace(PTRACE_GETREGS, pid, NULL, &regs))
+			return -errno;
+		if (regs.rip != addr + 1) {
+			sig = SIGTRAP;	/* not ours */
+			continue;
+		}
+		regs.rip = addr;
+		if (ptrace(PTRACE_SETREGS, pid, NULL, &regs) ||
+		    ptrace(PTRACE_POKETEXT, pid, (void *)addr, (void *)orig))
+			return -errno;
+		if (!state_addr)
+			return 0;
+		errno = 0;
+		state = ptrace(PTRACE_PEEKDATA, pid, (void *)state_addr, NULL);
+		if (errno)
+			return -errno;
+		if ((int)(state & 0xffffffff) == RT_CONSISTENT)
+			return 0;
+		/* Not yet: step over the original instruction and re-arm. */
+		if (ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL))
+			return -errno;
+		if (wait_child(pid, &st) || !WIFSTOPPED(st))
+			return -ESRCH;
+		if (ptrace(PTRACE_POKETEXT, pid, (void *)addr, (void *)trap))
+			return -errno;
+	}
+}
+#endif
+
+/*
+ * @pid is stopped right after exec. Bring it to where every library it links is mapped and
+ * no code of its own has run. Returns 0 (then the tracee is stopped), or -errno.
+ */
+static int run_to_link_map(pid_t pid)
+{
+	uint64_t base, entry, vals[2];
+	static const char *const names[] = { "_dl_debug_state", "_r_debug" };
+	char ldso[4096];
+	int r;
+
+	r = read_auxv(pid, &base, &entry);
+	if (r)
+		return r;
+	if (!base)
+		return 0;	/* static executable: everything is mapped already */
+	r = mapped_path(pid, base, ldso, sizeof(ldso));
+	if (r)
+		return r;
+	r = elf_dynsyms(ldso, names, vals, 2);
+#if defined(__x86_64__)
+	if (r == 0 && vals[0] && vals[1])
+		return run_to(pid, base + vals[0], base + vals[1] + R_DEBUG_STATE_OFF);
+	/* No debugger hook: the entry point (constructors have run by then). */
+	return entry ? run_to(pid, entry, 0) : -ENOENT;
+#else
+	(void)vals;
+	return r;
+#endif
+}
+
+/*
+ * Releasing a uprobe perf event waits for an RCU tasks-trace grace period (~250 ms each on
+ * kernel 6.18), so tearing down the ~20 probes of a process would hold our exit for seconds.
+ * A helper that shares our descriptors (taken once CMD's probes are attached) and lives until we
+ * are gone holds the last references: the kernel releases the probes when it exits, after us.
+ * It keeps no terminal or pipe of our caller open. (Probes attached later, to forked children,
+ * are not shared and are released the slow way.)
+ */
+static void hand_off_probe_release(void)
+{
+	int p[2], fd;
+	pid_t h;
+	char c;
+
+	if (pipe2(p, O_CLOEXEC))
+		return;
+	h = fork();
+	if (h < 0) {
+		close(p[0]);
+		close(p[1]);
+		return;
+	}
+	if (h == 0) {
+		close(p[1]);
+		fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+		for (int i = 0; i < 3; i++)
+			if (fd >= 0)
+				dup2(fd, i);
+		/* EOF when the parent has exited and closed the write end */
+		while (read(p[0], &c, 1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(p[0]);
+	/* p[1] stays open until we exit, on purpose */
+}
+
+/* ---- summary ---- */
+
+static void human(double bytes, char *buf, size_t len)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	unsigned int u = 0;
+
+	while (fabs(bytes) >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		bytes /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; s && *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(f, "\\u%04x", *s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+/* --json: the same summary as one JSON document (on stderr: stdout is CMD's). */
+static void print_summary_json(struct mp_engine *e, struct mp_profile *p, const uint64_t *base,
+			       int status)
+{
+	double rate = mp_profile__opts(p)->rate;
+	size_t n = mp_profile__procs(p, NULL, 0);
+	struct mp_proc_stats *ps = calloc(n ? n : 1, sizeof(*ps));
+	uint64_t st[MP_STAT__MAX] = { 0 }, drops[MP_DROP__MAX] = { 0 };
+	FILE *f = stderr;
+
+	if (!ps)
+		return;
+	n = mp_profile__procs(p, ps, n);
+	mp_engine__stats(e, st, MP_STAT__MAX);
+	mp_engine__drops(e, drops, MP_DROP__MAX);
+	fprintf(f, "{\"status\":%d,\"rate\":%g,\"processes\":[", status, rate);
+	for (size_t i = 0; i < n; i++) {
+		fprintf(f, "%s{\"pid\":%d,\"comm\":", i ? "," : "", (int)ps[i].pid);
+		json_str(f, ps[i].comm);
+		fprintf(f, ",\"trace\":");
+		json_str(f, ps[i].trace_path);
+		fprintf(f, ",\"blocks\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"frees\":%" PRIu64
+			",\"allocated_bytes\":%.0f,\"allocated_bytes_se\":%.0f"
+			",\"live_bytes\":%.0f,\"live_bytes_se\":%.0f,\"truncated_stacks\":%"
+			PRIu64 "}", ps[i].samples, ps[i].nsamples, ps[i].frees,
+			ps[i].est_alloc_bytes, mp_estimate_se_bytes(rate, ps[i].nsamples),
+			ps[i].est_live_bytes, mp_estimate_se_bytes(rate, ps[i].live_nsamples),
+			ps[i].truncated_stacks);
+	}
+	fprintf(f, "],\"drops\":{");
+	for (int i = MP_STAT_RINGBUF_DROPS, k = 0; i < MP_STAT__MAX; i++)
+		if (i != MP_STAT_NESTED)
+			fprintf(f, "%s\"%s\":%" PRIu64, k++ ? "," : "", mp_stat__name(i),
+				st[i] - base[i]);
+	for (int i = 0; i < MP_DROP__MAX; i++)
+		fprintf(f, ",\"%s\":%" PRIu64, mp_engine_drop__name(i), drops[i]);
+	fprintf(f, "},\"calls\":%" PRIu64 ",\"sampled\":%" PRIu64 "}\n",
+		st[MP_STAT_CALLS] - base[MP_STAT_CALLS], st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED]);
+	free(ps);
+}
+
+static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint64_t *base)
+{
+	double rate = mp_profile__opts(p)->rate;
+	size_t n = mp_profile__procs(p, NULL, 0);
+	struct mp_proc_stats *ps = calloc(n ? n : 1, sizeof(*ps));
+	uint64_t st[MP_STAT__MAX] = { 0 }, drops[MP_DROP__MAX] = { 0 };
+	uint64_t trunc = 0;
+	bool any = false;
+
+	if (!ps)
+		return;
+	n = mp_profile__procs(p, ps, n);
+	for (size_t i = 0; i < n; i++) {
+		char a[32], ase[32], l[32], lse[32];
+
+		human(ps[i].est_alloc_bytes, a, sizeof(a));
+		human(mp_estimate_se_bytes(rate, ps[i].nsamples), ase, sizeof(ase));
+		human(ps[i].est_live_bytes, l, sizeof(l));
+		human(mp_estimate_se_bytes(rate, ps[i].live_nsamples), lse, sizeof(lse));
+		fprintf(stderr,
+			"memprofctl record: %s (pid %d): %" PRIu64 " samples in %" PRIu64
+			" blocks, %" PRIu64 " freed; allocated %s +/- %s, live at exit %s +/- %s;"
+			" trace '%s'\n",
+			ps[i].comm, (int)ps[i].pid, ps[i].nsamples, ps[i].samples, ps[i].frees, a,
+			ase, l, lse, ps[i].trace_path ? ps[i].trace_path : "(fd)");
+		trunc += ps[i].truncated_stacks;
+	}
+	free(ps);
+	mp_engine__stats(e, st, MP_STAT__MAX);
+	mp_engine__drops(e, drops, MP_DROP__MAX);
+	fprintf(stderr, "memprofctl record: drops:");
+	for (int i = MP_STAT_RINGBUF_DROPS; i < MP_STAT__MAX; i++) {
+		uint64_t d = st[i] - base[i];
+
+		if (i == MP_STAT_NESTED)
+			continue;	/* activity, not a loss */
+		if (d) {
+			fprintf(stderr, " %s=%" PRIu64, mp_stat__name(i), d);
+			any = true;
+		}
+	}
+	for (int i = 0; i < MP_DROP__MAX; i++) {
+		if (drops[i]) {
+			fprintf(stderr, " %s=%" PRIu64, mp_engine_drop__name(i), drops[i]);
+			any = true;
+		}
+	}
+	fprintf(stderr, "%s", any ? "\n" : " none\n");
+	if (trunc)
+		fprintf(stderr, "memprofctl record: %" PRIu64 " stacks were truncated to "
+			"--callstack-size %u frames\n", trunc, mp_profile__opts(p)->callstack_size);
+	fprintf(stderr, "memprofctl record: %" PRIu64 " allocator calls probed, %" PRIu64
+		" sampled\n", st[MP_STAT_CALLS] - base[MP_STAT_CALLS],
+		st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED]);
+}
+
+/* ---- the command ---- */
+
+struct record_opts {
+	struct mp_profile_opts popts;
+	struct mp_engine_opts eopts;
+	char **cmd;
+};
+
+static int parse_args(int argc, char **argv, struct record_opts *o)
+{
+	enum { OPT_INTERVAL = 256, OPT_CALLSTACK, OPT_NO_FOLLOW, OPT_SEED, OPT_FORMAT, OPT_ZSTD };
+	static const struct option opts[] = {
+		{ "rate", required_argument, NULL, 'r' },
+		{ "interval", required_argument, NULL, OPT_INTERVAL },
+		{ "callstack-size", required_argument, NULL, OPT_CALLSTACK },
+		{ "output", required_argument, NULL, 'o' },
+		{ "no-follow-forks", no_argument, NULL, OPT_NO_FOLLOW },
+		{ "seed", required_argument, NULL, OPT_SEED },
+		{ "format-version", required_argument, NULL, OPT_FORMAT },
+		{ "zstd", no_argument, NULL, OPT_ZSTD },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	bool has_rate = false;
+	uint64_t v;
+	char *end;
+	int c;
+
+	o->popts.rate = 1e-4;
+	/* '+': CMD's own options are not ours. */
+	while ((c = getopt_long(argc, argv, "+r:o:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			errno = 0;
+			o->popts.rate = strtod(optarg, &end);
+			if (errno || *end || end == optarg ||
+			    !(o->popts.rate > 0 && o->popts.rate <= 1)) {
+				fprintf(stderr, "memprofctl record: invalid rate '%s': it must be a "
+					"number in (0, 1]\n", optarg);
+				return 2;
+			}
+			has_rate = true;
+			break;
+		case OPT_INTERVAL:
+			if (parse_u64(optarg, &v) || v < 8) {
+				fprintf(stderr, "memprofctl record: invalid interval '%s': it must "
+					"be a whole number of bytes >= 8\n", optarg);
+				return 2;
+			}
+			if (has_rate) {
+				fprintf(stderr, "memprofctl record: --rate and --interval exclude "
+					"each other\n");
+				return 2;
+			}
+			o->popts.rate = 8.0 / (double)v;
+			break;
+		case OPT_CALLSTACK:
+			if (parse_u64(optarg, &v) || v < 1 || v > MP_MAX_STACK) {
+				fprintf(stderr, "memprofctl record: invalid callstack size '%s': "
+					"1 to %d frames\n", optarg, MP_MAX_STACK);
+				return 2;
+			}
+			o->popts.callstack_size = (unsigned int)v;
+			break;
+		case 'o':
+			o->popts.out_path = optarg;
+			break;
+		case OPT_NO_FOLLOW:
+			o->popts.no_follow_forks = true;
+			break;
+		case OPT_SEED:
+			if (parse_u64(optarg, &v)) {
+				fprintf(stderr, "memprofctl record: invalid seed '%s'\n", optarg);
+				return 2;
+			}
+			o->eopts.seed = v;
+			o->eopts.has_seed = true;
+			break;
+		case OPT_FORMAT:
+			if (strcmp(optarg, "2") && strcmp(optarg, "3")) {
+				fprintf(stderr, "memprofctl record: invalid format version '%s': "
+					"2 or 3\n", optarg);
+				return 2;
+			}
+			o->popts.format_version = (uint16_t)atoi(optarg);
+			break;
+		case OPT_ZSTD:
+			o->popts.zstd_level = 3;
+			break;
+		case 'h':
+			record_usage(stdout);
+			return 0;
+		default:
+			fprintf(stderr, "Try 'memprofctl record --help'.\n");
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "memprofctl record: no command given; usage: memprofctl record "
+			"[OPTIONS] -- CMD [ARGS...]\n");
+		return 2;
+	}
+	if (!o->popts.out_path)
+		o->popts.out_path = o->popts.zstd_level ? "memprof.ctf.zst" : "memprof.ctf";
+	o->cmd = argv + optind;
+	return -1;
+}
+
+/* Child side: become a tracee and exec; on failure report errno through @errfd. */
+static void __attribute__((noreturn)) child_exec(char **cmd, int errfd, const sigset_t *old)
+{
+	int err;
+
+	sigprocmask(SIG_SETMASK, old, NULL);
+	if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0)
+		execvp(cmd[0], cmd);
+	err = errno;
+	if (write(errfd, &err, sizeof(err)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+static int exit_status(int st)
+{
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return 1;
+}
+
+int cmd_record(int argc, char **argv)
+{
+	struct record_opts o = { .popts = { .sz = sizeof(o.popts), .out_fd = -1 },
+				 .eopts = { .sz = sizeof(o.eopts) } };
+	uint64_t base[MP_STAT__MAX] = { 0 };
+	struct mp_engine *e = NULL;
+	struct mp_profile *p = NULL;
+	sigset_t mask, old;
+	int errpipe[2] = { -1, -1 }, sigfd = -1, pidfd = -1, st = 0, ret = 1, r, err;
+	char errmsg[1024];
+	pid_t child;
+	bool reaped = false, running = false;
+	struct rlimit rl;
+
+	r = parse_args(argc, argv, &o);
+	if (r >= 0)
+		return r;
+	/* One trace fd per followed process: allow as many as we may. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+
+	e = mp_engine__new(&o.eopts);
+	if (!e) {
+		err = errno;
+		if (err == EPERM || err == EACCES)
+			fprintf(stderr, "memprofctl record: Failed to load the BPF programs: %s "
+				"(run as root, or with CAP_BPF and CAP_PERFMON)\n", strerror(err));
+		else
+			fprintf(stderr, "memprofctl record: Failed to start the sampling engine: "
+				"%s\n", strerror(err));
+		return 1;
+	}
+	mp_engine__stats(e, base, MP_STAT__MAX);
+
+	/* Signals that would kill us are forwarded to CMD instead; we end when it does. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &mask, &old);
+	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sigfd < 0 || pipe2(errpipe, O_CLOEXEC)) {
+		fprintf(stderr, "memprofctl record: Failed to set up: %s\n", strerror(errno));
+		goto out;
+	}
+
+	child = fork();
+	if (child < 0) {
+		fprintf(stderr, "memprofctl record: Failed to fork: %s\n", strerror(errno));
+		goto out;
+	}
+	if (child == 0)
+		child_exec(o.cmd, errpipe[1], &old);
+	close(errpipe[1]);
+	errpipe[1] = -1;
+
+	/* The child stops at exec with SIGTRAP, or exits if exec failed. */
+	if (wait_child(child, &st) || !WIFSTOPPED(st)) {
+		err = 0;
+		if (read(errpipe[0], &err, sizeof(err)) == sizeof(err) && err)
+			fprintf(stderr, "memprofctl record: Failed to execute '%s': %s\n",
+				o.cmd[0], strerror(err));
+		else
+			fprintf(stderr, "memprofctl record: '%s' exited before it started\n",
+				o.cmd[0]);
+		ret = err == ENOENT ? 127 : err ? 126 : exit_status(st);
+		goto out;
+	}
+	r = run_to_link_map(child);
+	if (r) {
+		fprintf(stderr, "memprofctl record: Failed to run '%s' up to its dynamic linking: "
+			"%s\n", o.cmd[0], strerror(-r));
+		kill(child, SIGKILL);
+		goto out_kill;
+	}
+	r = mp_engine__start(e, &o.popts, &child, 1, &p, errmsg, sizeof(errmsg));
+	if (r) {
+		fprintf(stderr, "memprofctl record: %s\n",
+			errmsg[0] ? errmsg : strerror(-r));
+		kill(child, SIGKILL);
+		goto out_kill;
+	}
+	hand_off_probe_release();
+	pidfd = (int)syscall(SYS_pidfd_open, child, 0);
+	if (ptrace(PTRACE_DETACH, child, NULL, NULL)) {
+		fprintf(stderr, "memprofctl record: Failed to let '%s' run: %s\n", o.cmd[0],
+			strerror(errno));
+		kill(child, SIGKILL);
+		goto out_kill;
+	}
+	if (pidfd < 0) {
+		fprintf(stderr, "memprofctl record: Failed to watch process %d: %s\n", (int)child,
+			strerror(errno));
+		kill(child, SIGKILL);
+		goto out_kill;
+	}
+
+	running = true;
+	for (;;) {
+		struct pollfd pfd[3] = {
+			{ .fd = mp_engine__fd(e), .events = POLLIN },
+			{ .fd = pidfd, .events = POLLIN },
+			{ .fd = sigfd, .events = POLLIN },
+		};
+
+		if (poll(pfd, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			fprintf(stderr, "memprofctl record: poll failed: %s\n", strerror(errno));
+			break;
+		}
+		if (pfd[0].revents) {
+			r = mp_engine__process(e);
+			if (r < 0) {
+				fprintf(stderr, "memprofctl record: Failed to read events: %s\n",
+					strerror(-r));
+				break;
+			}
+		}
+		if (pfd[2].revents) {
+			struct signalfd_siginfo si;
+
+			while (read(sigfd, &si, sizeof(si)) == sizeof(si))
+				kill(child, (int)si.ssi_signo);
+		}
+		if (pfd[1].revents)
+			break;
+	}
+
+out_kill:
+	if (wait_child(child, &st) == 0) {
+		reaped = true;
+		/* CMD's status, unless we failed to start profiling it (then we killed it) */
+		ret = running ? exit_status(st) : 1;
+	}
+	if (p) {
+		/* The exit event is in the ring buffer by now (sched_process_exit runs before
+		 * the parent is notified): deliver it, or complete the trace without it. */
+		mp_engine__reap(e, child);
+		if (mp_profile__state(p) == MP_PROFILE_SAMPLING)
+			mp_profile__stop(p);
+		mp_engine__process(e);
+		mp_profile__discard(p);
+		if (ctl.json)
+			print_summary_json(e, p, base, running && reaped ? exit_status(st) : -1);
+		else
+			print_summary(e, p, base);
+	}
+	if (!reaped)
+		ret = 1;
+out:
+	if (pidfd >= 0)
+		close(pidfd);
+	if (sigfd >= 0)
+		close(sigfd);
+	if (errpipe[0] >= 0)
+		close(errpipe[0]);
+	if (errpipe[1] >= 0)
+		close(errpipe[1]);
+	mp_engine__free(e);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return ret;
+}

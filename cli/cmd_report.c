@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* memprofctl report TRACE...: offline analysis of memtrace traces (see report/report.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "report/report.h"
+
+static void report_usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: memprofctl report [OPTIONS] TRACE...\n"
+		"\n"
+		"Estimate allocated and live bytes per allocation site from memtrace traces;\n"
+		"several traces are merged.\n"
+		"\n"
+		"  -n, --top N              sites per table (default 20)\n"
+		"  -b, --by KEY             site: function (default), line, stack or object\n"
+		"  -l, --live               rank, flame graph and pprof by bytes live at the end\n"
+		"      --since T            ignore blocks allocated before T (e.g. 1.5s, 500ms)\n"
+		"      --until T            ignore blocks allocated after T; the window ends at T\n"
+		"      --tail F             leak suspects ignore the last F of the window (0.1 or 10%%)\n"
+		"      --points N           live-heap timeline points (default 10, at most %u)\n"
+		"  -j, --json               print one JSON document\n"
+		"  -f, --flamegraph FILE    write an interactive SVG flame graph\n"
+		"  -p, --pprof FILE         write a gzipped pprof profile\n"
+		"  -q, --quiet              no progress on stderr\n"
+		"  -h, --help               show this help\n", RP_MAX_POINTS);
+}
+
+static int parse_uint(const char *s, unsigned int max, unsigned int *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v > max || s[0] == '-')
+		return -EINVAL;
+	*out = (unsigned int)v;
+	return 0;
+}
+
+static int parse_tail(const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s)
+		return -EINVAL;
+	if (!strcmp(end, "%"))
+		v /= 100;
+	else if (*end)
+		return -EINVAL;
+	if (!(v >= 0 && v < 1))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	enum { OPT_SINCE = 256, OPT_UNTIL, OPT_TAIL, OPT_POINTS };
+	static const struct option opts[] = {
+		{ "top", required_argument, NULL, 'n' },
+		{ "by", required_argument, NULL, 'b' },
+		{ "live", no_argument, NULL, 'l' },
+		{ "since", required_argument, NULL, OPT_SINCE },
+		{ "until", required_argument, NULL, OPT_UNTIL },
+		{ "tail", required_argument, NULL, OPT_TAIL },
+		{ "points", required_argument, NULL, OPT_POINTS },
+		{ "json", no_argument, NULL, 'j' },
+		{ "flamegraph", required_argument, NULL, 'f' },
+		{ "pprof", required_argument, NULL, 'p' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	struct rp_options o = { .by = RP_BY_FUNCTION, .top = 20, .tail = 0.1, .points = 10 };
+	const char *flame = NULL, *pprof = NULL;
+	bool json = ctl.json, quiet = false;
+	struct rp_model *m;
+	char err[512];
+	int c, ret;
+
+	while ((c = getopt_long(argc, argv, "n:b:ljf:p:qh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n':
+			if (parse_uint(optarg, 1000000, &o.top)) {
+				fprintf(stderr, "memprofctl report: invalid --top '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'b':
+			if (!strcmp(optarg, "function"))
+				o.by = RP_BY_FUNCTION;
+			else if (!strcmp(optarg, "line"))
+				o.by = RP_BY_LINE;
+			else if (!strcmp(optarg, "stack"))
+				o.by = RP_BY_STACK;
+			else if (!strcmp(optarg, "object"))
+				o.by = RP_BY_OBJECT;
+			else {
+				fprintf(stderr, "memprofctl report: invalid --by '%s' (function, "
+					"line, stack or object)\n", optarg);
+				return 2;
+			}
+			break;
+		case 'l':
+			o.live = true;
+			break;
+		case OPT_SINCE:
+		case OPT_UNTIL:
+			if (rp_parse_duration(optarg, c == OPT_SINCE ? &o.since_us : &o.until_us)) {
+				fprintf(stderr, "memprofctl report: invalid time '%s' (e.g. 1.5s, "
+					"500ms)\n", optarg);
+				return 2;
+			}
+			if (c == OPT_SINCE)
+				o.has_since = true;
+			else
+				o.has_until = true;
+			break;
+		case OPT_TAIL:
+			if (parse_tail(optarg, &o.tail)) {
+				fprintf(stderr, "memprofctl report: invalid --tail '%s' (a fraction "
+					"in [0, 1) or a percentage)\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_POINTS:
+			if (parse_uint(optarg, RP_MAX_POINTS, &o.points) || !o.points) {
+				fprintf(stderr, "memprofctl report: invalid --points '%s' (1..%u)\n",
+					optarg, RP_MAX_POINTS);
+				return 2;
+			}
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'f':
+			flame = optarg;
+			break;
+		case 'p':
+			pprof = optarg;
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		case 'h':
+			report_usage(stdout);
+			return 0;
+		default:
+			fprintf(stderr, "Try 'memprofctl report --help'.\n");
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "memprofctl report: no trace given; try 'memprofctl report --help'.\n");
+		return 2;
+	}
+	if (o.has_since && o.has_until && o.until_us < o.since_us) {
+		fprintf(stderr, "memprofctl report: --until is before --since\n");
+		return 2;
+	}
+	o.progress = !quiet && isatty(STDERR_FILENO);
+
+	m = rp_model__new(&o);
+	if (!m) {
+		fprintf(stderr, "memprofctl report: Failed to allocate the report: %s\n",
+			strerror(errno));
+		return 1;
+	}
+	for (int i = optind; i < argc; i++) {
+		err[0] = '\0';
+		ret = rp_model__load(m, argv[i], err, sizeof(err));
+		if (ret < 0) {
+			fprintf(stderr, "memprofctl report: Failed to read '%s': %s\n", argv[i],
+				err[0] ? err : strerror(-ret));
+			goto fail;
+		}
+	}
+	ret = rp_model__analyze(m);
+	if (ret < 0) {
+		fprintf(stderr, "memprofctl report: Failed to analyze the traces: %s\n",
+			strerror(-ret));
+		goto fail;
+	}
+	if (flame) {
+		ret = rp_write_flamegraph(m, flame);
+		if (ret < 0) {
+			fprintf(stderr, "memprofctl report: Failed to write flame graph '%s': %s\n",
+				flame, strerror(-ret));
+			goto fail;
+		}
+	}
+	if (pprof) {
+		ret = rp_write_pprof(m, pprof);
+		if (ret < 0) {
+			fprintf(stderr, "memprofctl report: Failed to write pprof profile '%s': %s\n",
+				pprof, strerror(-ret));
+			goto fail;
+		}
+	}
+	ret = json ? rp_print_json(m, stdout) : rp_print_text(m, stdout);
+	if (ret < 0) {
+		fprintf(stderr, "memprofctl report: Failed to write the report: %s\n",
+			strerror(-ret));
+		goto fail;
+	}
+	rp_model__free(m);
+	return 0;
+fail:
+	rp_model__free(m);
+	return 1;
+}

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* memprofctl stop ID: end a profile's sampling (cmd_discard.c shares the code). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/ctl_bus.h"
+
+/* Parse a profile id argument: 1..UINT32_MAX. */
+int ctl_parse_id(const char *cmd, const char *s, uint32_t *id)
+{
+	unsigned long v;
+	char *end;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < 1 || v > UINT32_MAX) {
+		fprintf(stderr, "memprofctl %s: invalid profile id '%s'\n", cmd, s);
+		return -EINVAL;
+	}
+	*id = (uint32_t)v;
+	return 0;
+}
+
+int ctl_stop_or_discard(int argc, char **argv, bool discard)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	const char *cmd = discard ? "discard" : "stop";
+	sd_bus *bus = NULL;
+	uint32_t id;
+	int c, r;
+
+	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			ctl.json = true;
+			break;
+		case 'h':
+			if (discard)
+				printf("Usage: memprofctl discard [OPTIONS] ID\n"
+				       "\n"
+				       "Discard a stopped profile: stop tracking its sampled blocks and\n"
+				       "complete its traces.\n");
+			else
+				printf("Usage: memprofctl stop [OPTIONS] ID\n"
+				       "\n"
+				       "Stop sampling new allocations; frees of blocks already sampled are\n"
+				       "still recorded until the profile is discarded.\n");
+			printf("\n"
+			       "Options:\n"
+			       "  -j, --json   print JSON\n"
+			       "  -h, --help   show this help\n");
+			return 0;
+		default:
+			fprintf(stderr, "Try 'memprofctl %s --help'.\n", cmd);
+			return 2;
+		}
+	}
+	if (optind + 1 != argc) {
+		fprintf(stderr, "memprofctl %s: expected one profile ID; try 'memprofctl %s "
+			"--help'.\n", cmd, cmd);
+		return 2;
+	}
+	if (ctl_parse_id(cmd, argv[optind], &id) < 0)
+		return 2;
+	if (ctl_bus_connect(&bus, false) < 0)
+		return 1;
+	r = discard ? ctl_bus_discard(bus, cmd, id) : ctl_bus_stop(bus, cmd, id);
+	sd_bus_flush_close_unref(bus);
+	if (r < 0)
+		return 1;
+	if (ctl.json)
+		printf("{\"id\": %" PRIu32 ", \"state\": \"%s\"}\n", id,
+		       discard ? "discarded" : "stopped");
+	else
+		printf("Profile %" PRIu32 " %s.\n", id, discard ? "discarded" : "stopped");
+	return 0;
+}
+
+int cmd_stop(int argc, char **argv)
+{
+	return ctl_stop_or_discard(argc, argv, false);
+}

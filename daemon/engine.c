@@ -1,0 +1,1201 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The sampling engine. Data flow: BPF ring buffer record -> on_event() -> per profile and
+ * process: the sampler completes the multiplicity, the entry tables remember the block by
+ * address, the symbolizer defines the stack's location codes, and the process' memtrace writer
+ * gets alloc/collect events. See engine.h for the API and docs/DESIGN.md for the reasons.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <memprof/trace.h>
+
+#include "daemon/bpf_loader.h"
+#include "daemon/engine.h"
+#include "daemon/entries.h"
+#include "daemon/sampler.h"
+#include "daemon/symbolize.h"
+
+#define MP_DEFAULT_RATE		1e-4
+#define MP_DEFAULT_MAX_ENTRIES	(1u << 20)
+#define MP_DEFAULT_MAX_PROCS	4096
+#define MP_CTX_DROPS_WIDTH	300	/* fixed width of the drops field in the context */
+#define MP_CTX_DROPS_MARK	"; drops: "
+#define MP_CTX_DROPS_PENDING	"pending (trace not completed)"
+
+/* One trace: a (profile, process) pair. */
+struct mp_ptrace {
+	struct mp_hnode node;		/* key: pid, in the profile's table */
+	struct mp_profile *p;
+	struct mp_ptrace *next;		/* the profile's list, in creation order */
+	pid_t pid;
+	char comm[16];
+	char *path;			/* NULL when written to a passed fd */
+	int fd;
+	struct memprof_writer *w;
+	bool completed;			/* writer closed */
+	bool in_list;			/* counted in the engine's open traces */
+	bool exited;
+	bool in_table;
+	uint64_t samples, nsamples, frees, live_nsamples, truncated, exec_collects;
+	uint64_t unmatched, stale, table_full, write_errors;
+};
+
+struct mp_profile {
+	struct mp_engine *e;
+	struct mp_profile *next;
+	uint32_t id;
+	enum mp_profile_state state;
+	struct mp_profile_opts opts;	/* strings point to the copies below */
+	char *out_path, *out_dir;
+	struct mp_sampler sampler;
+	struct mp_htab traces;		/* current trace of each pid */
+	struct mp_ptrace *list, **tail;
+	size_t ntraces;
+	unsigned int nalive;		/* processes not exited */
+	uint64_t stop_ns;		/* CLOCK_MONOTONIC of stop (events after it are ignored) */
+	uint64_t deadline_ns;		/* duration: stop at this CLOCK_MONOTONIC time, or 0 */
+	uint64_t bpf_base[MP_STAT__MAX];	/* BPF counters at start */
+	uint32_t gen;
+};
+
+struct mp_engine {
+	struct mp_engine_opts opts;
+	char *default_dir;
+	struct mp_bpf *bpf;
+	struct mp_symbolizer *sym;
+	struct mp_entries *entries;
+	int epfd, timerfd;
+	struct mp_profile *profiles;	/* newest first */
+	uint32_t next_id;
+	uint32_t gen;
+	size_t open_traces;		/* traces not completed, all profiles */
+	size_t max_procs;
+	uint64_t seed;
+	mp_profile_state_fn state_fn;
+	void *state_ctx;
+	char hostname[256];
+	uint64_t drops[MP_DROP__MAX];
+	int in_process;			/* re-entrancy guard for state callbacks */
+};
+
+static uint64_t now_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t now_epoch_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
+}
+
+double mp_estimate_se_bytes(double rate, uint64_t nsamples)
+{
+	return sqrt((1.0 - rate) * (double)nsamples) / rate * 8.0;
+}
+
+static const char *const drop_names[MP_DROP__MAX] = {
+	[MP_DROP_UNMATCHED_FREE] = "unmatched_frees",
+	[MP_DROP_TABLE_FULL] = "table_full",
+	[MP_DROP_STALE] = "stale_blocks",
+	[MP_DROP_NO_PROFILE] = "unknown_profile",
+	[MP_DROP_WRITE] = "write_errors",
+	[MP_DROP_LOST_EXIT] = "lost_exits",
+	[MP_DROP_PROCS_FULL] = "unfollowed_children",
+};
+
+static const char *const stat_names[MP_STAT__MAX] = {
+	[MP_STAT_CALLS] = "calls",
+	[MP_STAT_SAMPLED] = "sampled",
+	[MP_STAT_FREES] = "frees",
+	[MP_STAT_RINGBUF_DROPS] = "ringbuf_drops",
+	[MP_STAT_TABLE_DROPS] = "bpf_table_drops",
+	[MP_STAT_MISSED_RETURNS] = "missed_returns",
+	[MP_STAT_STACK_ERRORS] = "stack_errors",
+	[MP_STAT_FOREIGN_CALLS] = "foreign_calls",
+	[MP_STAT_PROCS_FULL] = "bpf_procs_full",
+	[MP_STAT_NESTED] = "nested_calls",
+};
+
+const char *mp_engine_drop__name(enum mp_engine_drop d)
+{
+	return (unsigned int)d < MP_DROP__MAX ? drop_names[d] : "?";
+}
+
+const char *mp_stat__name(enum mp_stat s)
+{
+	return (unsigned int)s < MP_STAT__MAX && stat_names[s] ? stat_names[s] : "?";
+}
+
+/* ---- traces ---- */
+
+static void read_comm(pid_t pid, char comm[16])
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	strcpy(comm, "?");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, comm, 15);
+	close(fd);
+	if (n <= 0) {
+		strcpy(comm, "?");
+		return;
+	}
+	comm[n] = '\0';
+	comm[strcspn(comm, "\n")] = '\0';
+}
+
+/* A file name part made of the comm: no '/', nothing unprintable. */
+static void sanitize(char *s)
+{
+	for (; *s; s++)
+		if (*s == '/' || *s <= ' ' || *s == 127)
+			*s = '_';
+}
+
+static void build_context(const struct mp_ptrace *t, char *buf, size_t len)
+{
+	const struct mp_profile *p = t->p;
+
+	snprintf(buf, len,
+		 "memprofd profile=%" PRIu32 " pid=%d comm=%s rate=%g callstack_size=%u "
+		 "(deeper stacks keep their innermost frames) sizes=words(ceil(bytes/8)) "
+		 "source=External threads=merged%s%-*s",
+		 p->id, (int)t->pid, t->comm, p->opts.rate, p->opts.callstack_size,
+		 MP_CTX_DROPS_MARK, MP_CTX_DROPS_WIDTH, MP_CTX_DROPS_PENDING);
+}
+
+static void final_drops(const struct mp_ptrace *t, char *buf, size_t len)
+{
+	const struct mp_profile *p = t->p;
+	uint64_t now[MP_STAT__MAX] = { 0 }, d[MP_STAT__MAX] = { 0 };
+
+	if (p->e->bpf && mp_bpf__stats(p->e->bpf, now) >= 0)
+		for (int i = 0; i < MP_STAT__MAX; i++)
+			d[i] = now[i] - p->bpf_base[i];
+	snprintf(buf, len,
+		 "table_full=%" PRIu64 " unmatched_frees=%" PRIu64 " stale_blocks=%" PRIu64
+		 " write_errors=%" PRIu64 " truncated_stacks=%" PRIu64 " exec_collects=%" PRIu64
+		 "; all processes: ringbuf=%" PRIu64 " bpf_table=%" PRIu64
+		 " missed_returns=%" PRIu64 " stack_errors=%" PRIu64 " bpf_procs_full=%" PRIu64,
+		 t->table_full, t->unmatched, t->stale, t->write_errors, t->truncated,
+		 t->exec_collects, d[MP_STAT_RINGBUF_DROPS], d[MP_STAT_TABLE_DROPS],
+		 d[MP_STAT_MISSED_RETURNS], d[MP_STAT_STACK_ERRORS], d[MP_STAT_PROCS_FULL]);
+}
+
+/*
+ * The trace-info packet is written first, so the final drop counts cannot be known then: the
+ * context ends in a fixed-width field that completion overwrites in place with the counts
+ * (same length, so the packet stays valid). Plain regular files only.
+ */
+static void patch_context(struct mp_ptrace *t)
+{
+	char old[MP_CTX_DROPS_WIDTH + 1], new[MP_CTX_DROPS_WIDTH + 1], head[16384];
+	char pat[sizeof(MP_CTX_DROPS_MARK) + MP_CTX_DROPS_WIDTH + 1];
+	struct stat st;
+	ssize_t n;
+	char *at;
+
+	if (t->fd < 0 || t->p->opts.zstd_level > 0)
+		return;
+	if (fstat(t->fd, &st) || !S_ISREG(st.st_mode) || (fcntl(t->fd, F_GETFL) & O_APPEND))
+		return;
+	snprintf(old, sizeof(old), "%-*s", MP_CTX_DROPS_WIDTH, MP_CTX_DROPS_PENDING);
+	final_drops(t, new, sizeof(new));
+	snprintf(new + strlen(new), sizeof(new) - strlen(new), "%-*s",
+		 (int)(MP_CTX_DROPS_WIDTH - strlen(new)), "");
+	snprintf(pat, sizeof(pat), "%s%s", MP_CTX_DROPS_MARK, old);
+	n = pread(t->fd, head, sizeof(head), 0);
+	if (n <= 0)
+		return;
+	at = memmem(head, (size_t)n, pat, strlen(pat));
+	if (!at)
+		return;
+	if (pwrite(t->fd, new, MP_CTX_DROPS_WIDTH, at - head + strlen(MP_CTX_DROPS_MARK)) < 0)
+		t->write_errors++;
+}
+
+static int trace_open_file(struct mp_profile *p, const char *path, bool user_named)
+{
+	int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | (user_named ? 0 : O_NOFOLLOW);
+	int fd = open(path, flags, 0644);
+
+	if (fd < 0)
+		return -errno;
+	if (geteuid() == 0 && (p->opts.owner_uid || p->opts.owner_gid) &&
+	    fchown(fd, p->opts.owner_uid, p->opts.owner_gid)) {
+		int err = -errno;
+
+		close(fd);
+		unlink(path);
+		return err;
+	}
+	return fd;
+}
+
+/* Create the trace of @pid in @p and write its trace-info packet. */
+static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
+{
+	struct mp_engine *e = p->e;
+	struct mp_ptrace *t = calloc(1, sizeof(*t));
+	struct memprof_trace_info info = { 0 };
+	struct memprof_writer_opts wo = { .sz = sizeof(wo) };
+	char exe[4096], path[4096], ctx[1024], comm[16];
+	const char *ext = p->opts.zstd_level > 0 ? ".ctf.zst" : ".ctf";
+	bool first = p->ntraces == 0, user_named = false, created = false;
+	struct mp_mapping_info mi;
+	ssize_t n;
+	int r;
+
+	if (!t) {
+		snprintf(err, err_len, "Out of memory");
+		return NULL;
+	}
+	t->p = p;
+	t->pid = pid;
+	t->fd = -1;
+	t->node.key = (uint64_t)pid;
+	read_comm(pid, t->comm);
+	memcpy(comm, t->comm, sizeof(comm));
+	sanitize(comm);
+
+	if (first && p->opts.out_fd >= 0) {
+		t->fd = fcntl(p->opts.out_fd, F_DUPFD_CLOEXEC, 3);
+		if (t->fd < 0) {
+			r = -errno;
+			snprintf(err, err_len, "Failed to duplicate the output fd %d: %s",
+				 p->opts.out_fd, strerror(-r));
+			goto fail;
+		}
+	} else {
+		if (first && p->out_path) {
+			snprintf(path, sizeof(path), "%s", p->out_path);
+			user_named = true;
+		} else if (p->out_dir) {
+			snprintf(path, sizeof(path), "%s/%d-%s%s", p->out_dir, (int)pid, comm, ext);
+		} else if (p->out_path) {
+			snprintf(path, sizeof(path), "%s.%d", p->out_path, (int)pid);
+			user_named = true;
+		} else {
+			snprintf(path, sizeof(path), "%s/%d-%s%s", e->default_dir, (int)pid, comm,
+				 ext);
+		}
+		t->path = strdup(path);
+		if (!t->path) {
+			snprintf(err, err_len, "Out of memory");
+			goto fail;
+		}
+		t->fd = trace_open_file(p, path, user_named);
+		if (t->fd < 0) {
+			snprintf(err, err_len, "Failed to create trace '%s': %s", path,
+				 strerror(-t->fd));
+			goto fail;
+		}
+		created = true;
+	}
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	if (n > 0)
+		exe[n] = '\0';
+	else
+		snprintf(exe, sizeof(exe), "%s", t->comm);
+	build_context(t, ctx, sizeof(ctx));
+	info.sample_rate = p->opts.rate;
+	info.word_size = 64;
+	info.executable_name = exe;
+	info.host_name = e->hostname;
+	info.runtime_params = "memprofd " MP_ENGINE_VERSION;
+	info.pid = (uint64_t)pid;
+	info.start_time_us = now_epoch_us();
+	info.context = ctx;
+	wo.version = p->opts.format_version;
+	wo.zstd_level = p->opts.zstd_level;
+	wo.real_verifier = 1;
+	t->w = memprof_writer__new(t->fd, &info, &wo);
+	if (!t->w) {
+		r = -errno;
+		snprintf(err, err_len, "Failed to start the trace of process %d in '%s': %s",
+			 (int)pid, t->path ? t->path : "the passed fd", strerror(-r));
+		goto fail;
+	}
+	/* Snapshot the process' mappings now, while it surely lives: its events may be
+	 * processed after it exited. */
+	if (e->sym)
+		mp_symbolizer__mapping(e->sym, pid, 1, &mi);
+
+	/* A pid that was traced before in this profile (pid reuse): the new trace wins. */
+	{
+		struct mp_ptrace *old = (struct mp_ptrace *)mp_htab__find(&p->traces,
+									 (uint64_t)pid);
+
+		if (old) {
+			mp_htab__remove(&p->traces, &old->node);
+			old->in_table = false;
+		}
+	}
+	if (mp_htab__insert(&p->traces, &t->node)) {
+		snprintf(err, err_len, "Out of memory");
+		goto fail;
+	}
+	t->in_table = true;
+	e->open_traces++;
+	t->in_list = true;
+	*p->tail = t;
+	p->tail = &t->next;
+	p->ntraces++;
+	p->nalive++;
+	return t;
+fail:
+	memprof_writer__close(t->w);
+	if (t->fd >= 0)
+		close(t->fd);
+	if (created)
+		unlink(t->path);
+	free(t->path);
+	free(t);
+	return NULL;
+}
+
+static struct mp_ptrace *trace_find(const struct mp_profile *p, pid_t pid)
+{
+	return (struct mp_ptrace *)mp_htab__find(&p->traces, (uint64_t)pid);
+}
+
+/* Close the writer: the trace is complete. Live entries stay uncollected (live at exit). */
+static void trace_complete(struct mp_ptrace *t)
+{
+	struct mp_engine *e = t->p->e;
+
+	if (t->completed)
+		return;
+	t->completed = true;
+	if (t->in_list)
+		e->open_traces--;
+	mp_entries__drain(e->entries, t->pid, t, NULL, NULL);
+	if (memprof_writer__close(t->w) < 0)
+		t->write_errors++;
+	t->w = NULL;
+	patch_context(t);
+	if (t->fd >= 0)
+		close(t->fd);
+	t->fd = -1;
+}
+
+static void trace_free(struct mp_ptrace *t)
+{
+	trace_complete(t);
+	free(t->path);
+	free(t);
+}
+
+/* ---- BPF per-process configuration ---- */
+
+static void proc_cfg(const struct mp_profile *p, struct mp_proc_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->profile = p->id;
+	cfg->gen = p->gen;
+	cfg->max_frames = p->opts.callstack_size;
+	if (p->opts.rate >= 1.0)
+		cfg->flags |= MP_PROC_RATE_ONE;
+	else
+		cfg->gap_k = mp_gap_k(p->opts.rate);
+	if (p->state == MP_PROFILE_SAMPLING)
+		cfg->flags |= MP_PROC_SAMPLING;
+	if (!p->opts.no_follow_forks)
+		cfg->flags |= MP_PROC_FOLLOW_FORKS;
+}
+
+/*
+ * The process left this profile: BPF forgets it (unless another profile took it). With
+ * @detach, its probes go too. Destroying a uprobe perf link waits for an RCU tasks-trace grace
+ * period (~250 ms each on 6.18, ~20 links per process), so an exited process keeps its (inert)
+ * probes until its profile is discarded rather than stall the event loop at every exit.
+ */
+static void proc_release(struct mp_profile *p, pid_t pid, bool detach)
+{
+	struct mp_proc_cfg cfg;
+
+	if (!p->e->bpf)
+		return;
+	if (mp_bpf__proc_get(p->e->bpf, pid, &cfg) == 0) {
+		if (cfg.profile != p->id)
+			return;
+		mp_bpf__proc_del(p->e->bpf, pid);
+	}
+	if (detach)
+		mp_bpf__detach(p->e->bpf, pid);
+}
+
+/* ---- profile state ---- */
+
+static void notify_state(struct mp_profile *p)
+{
+	if (p->e->state_fn)
+		p->e->state_fn(p->e->state_ctx, p, p->state);
+}
+
+static void arm_timer(struct mp_engine *e)
+{
+	struct itimerspec its = { 0 };
+	uint64_t next = 0;
+
+	for (struct mp_profile *p = e->profiles; p; p = p->next)
+		if (p->state == MP_PROFILE_SAMPLING && p->deadline_ns &&
+		    (!next || p->deadline_ns < next))
+			next = p->deadline_ns;
+	its.it_value.tv_sec = (time_t)(next / 1000000000ull);
+	its.it_value.tv_nsec = (long)(next % 1000000000ull);
+	timerfd_settime(e->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static int profile_stop(struct mp_profile *p)
+{
+	struct mp_proc_cfg cfg;
+
+	if (p->state != MP_PROFILE_SAMPLING)
+		return -EINVAL;
+	p->state = MP_PROFILE_STOPPED;
+	p->stop_ns = now_mono_ns();
+	p->gen = ++p->e->gen;
+	proc_cfg(p, &cfg);
+	for (struct mp_ptrace *t = p->list; t; t = t->next) {
+		struct mp_proc_cfg cur;
+
+		if (t->exited || !t->in_table || !p->e->bpf)
+			continue;
+		/* Frees of sampled blocks keep coming; only sampling stops. */
+		if (mp_bpf__proc_get(p->e->bpf, t->pid, &cur) == 0 && cur.profile == p->id)
+			mp_bpf__proc_set(p->e->bpf, t->pid, &cfg);
+	}
+	arm_timer(p->e);
+	return 0;
+}
+
+int mp_profile__stop(struct mp_profile *p)
+{
+	return profile_stop(p);
+}
+
+int mp_profile__discard(struct mp_profile *p)
+{
+	if (p->state != MP_PROFILE_STOPPED)
+		return -EINVAL;
+	p->state = MP_PROFILE_DISCARDED;
+	for (struct mp_ptrace *t = p->list; t; t = t->next) {
+		proc_release(p, t->pid, true);
+		trace_complete(t);
+	}
+	return 0;
+}
+
+/* ---- events ---- */
+
+static struct mp_profile *profile_by_id(const struct mp_engine *e, uint32_t id)
+{
+	for (struct mp_profile *p = e->profiles; p; p = p->next)
+		if (p->id == id)
+			return p;
+	return NULL;
+}
+
+/* Define the location code @addr (a return address) in @t's trace unless it is. */
+static int define_location(struct mp_ptrace *t, uint64_t addr)
+{
+	struct mp_engine *e = t->p->e;
+	struct memprof_location fallback;
+	struct mp_frame fr;
+	char name[32];
+	int r = -ENOENT;
+
+	if (memprof_writer__has_location(t->w, addr))
+		return 0;
+	if (e->sym)
+		r = mp_symbolizer__resolve(e->sym, t->pid, addr, 1, &fr);
+	if (r == 0 && fr.nlocs > 0) {
+		r = memprof_writer__location(t->w, addr, fr.locs, fr.nlocs > 255 ? 255 : fr.nlocs);
+		if (r == 0)
+			return 0;
+	}
+	snprintf(name, sizeof(name), "0x%" PRIx64, addr);
+	fallback = (struct memprof_location){ .filename = "??", .defname = name };
+	return memprof_writer__location(t->w, addr, &fallback, 1);
+}
+
+static void collect(struct mp_ptrace *t, uint64_t time_us, struct mp_entry *en)
+{
+	if (!t->completed && memprof_writer__collect(t->w, time_us, en->id) < 0) {
+		t->write_errors++;
+		t->p->e->drops[MP_DROP_WRITE]++;
+	}
+	t->frees++;
+	t->live_nsamples -= en->nsamples;
+}
+
+static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev)
+{
+	struct mp_profile *p = profile_by_id(e, ev->h.profile);
+	uint64_t bt[MP_MAX_STACK], time_us, n, id;
+	unsigned int nfr, k = 0;
+	struct mp_ptrace *t;
+	struct mp_entry *en;
+
+	if (!p || p->state == MP_PROFILE_DISCARDED) {
+		e->drops[MP_DROP_NO_PROFILE]++;
+		return;
+	}
+	/* Stopped: what was sampled before the stop still counts, nothing after. */
+	if (p->state == MP_PROFILE_STOPPED && ev->h.time_ns > p->stop_ns)
+		return;
+	t = trace_find(p, (pid_t)ev->h.pid);
+	if (!t || t->completed) {
+		e->drops[MP_DROP_NO_PROFILE]++;
+		return;
+	}
+	time_us = mp_ktime_to_epoch_us(ev->h.time_ns);
+
+	en = mp_entries__find(e->entries, t->pid, ev->addr);
+	if (en) {
+		/* The allocator handed out a tracked address again: its free was lost. */
+		struct mp_ptrace *owner = en->owner;
+
+		collect(owner, time_us, en);
+		owner->stale++;
+		e->drops[MP_DROP_STALE]++;
+		mp_entries__remove(e->entries, en);
+	}
+	n = mp_sampler__nsamples(&p->sampler, ev->remaining);
+
+	nfr = ev->nframes < MP_MAX_STACK ? ev->nframes : MP_MAX_STACK;
+	if (nfr > p->opts.callstack_size)
+		nfr = p->opts.callstack_size;
+	if (nfr == p->opts.callstack_size)
+		t->truncated++;
+	/* BPF gives innermost first; memtrace wants outermost first. */
+	for (unsigned int i = nfr; i-- > 0;) {
+		uint64_t a = ev->stack[i];
+
+		if (!a || a >= (1ull << 62))
+			continue;
+		if (define_location(t, a) < 0)
+			continue;
+		bt[k++] = a;
+	}
+
+	en = mp_entries__insert(e->entries, t->pid, (pid_t)ev->h.tid, ev->addr);
+	if (!en) {
+		/* Untracked, its free could not be matched: leave it out of the trace rather
+		 * than show it live forever. */
+		t->table_full++;
+		e->drops[MP_DROP_TABLE_FULL]++;
+		return;
+	}
+	if (memprof_writer__alloc(t->w, time_us, (ev->size + 7) / 8, n, MEMPROF_SOURCE_EXTERNAL,
+				  bt, k, &id) < 0) {
+		mp_entries__remove(e->entries, en);
+		t->write_errors++;
+		e->drops[MP_DROP_WRITE]++;
+		return;
+	}
+	en->id = id;
+	en->words = (ev->size + 7) / 8;
+	en->nsamples = n;
+	en->owner = t;
+	t->samples++;
+	t->nsamples += n;
+	t->live_nsamples += n;
+}
+
+static void on_free(struct mp_engine *e, const struct mp_free_event *ev)
+{
+	struct mp_entry *en = mp_entries__find(e->entries, (pid_t)ev->h.pid, ev->addr);
+	struct mp_ptrace *t;
+
+	if (!en) {
+		struct mp_profile *p = profile_by_id(e, ev->h.profile);
+
+		e->drops[MP_DROP_UNMATCHED_FREE]++;
+		t = p ? trace_find(p, (pid_t)ev->h.pid) : NULL;
+		if (t)
+			t->unmatched++;
+		return;
+	}
+	t = en->owner;
+	collect(t, mp_ktime_to_epoch_us(ev->h.time_ns), en);
+	mp_entries__remove(e->entries, en);
+}
+
+static void on_fork(struct mp_engine *e, const struct mp_proc_event *ev)
+{
+	struct mp_profile *p = profile_by_id(e, ev->h.profile);
+	pid_t child = (pid_t)ev->other_pid;
+	struct mp_proc_cfg cfg;
+	struct mp_ptrace *t;
+	char err[256];
+
+	if (!p || p->state == MP_PROFILE_DISCARDED || p->opts.no_follow_forks || !child)
+		return;
+	t = trace_find(p, child);
+	if (t && !t->completed)
+		return;
+	t = NULL;
+	if (e->open_traces < e->max_procs)
+		t = trace_new(p, child, err, sizeof(err));
+	if (!t) {
+		/* Not followed: BPF forgets it rather than sample into nothing. */
+		e->drops[MP_DROP_PROCS_FULL]++;
+		if (e->bpf)
+			mp_bpf__proc_del(e->bpf, child);
+		return;
+	}
+	proc_cfg(p, &cfg);
+	if (e->bpf) {
+		mp_bpf__proc_set(e->bpf, child, &cfg);
+		/* Probes are per process: the child needs its own. */
+		mp_bpf__attach(e->bpf, child, NULL, 0);
+	}
+}
+
+static void exec_collect_cb(void *ctx, struct mp_entry *en)
+{
+	struct mp_ptrace *t = en->owner;
+	uint64_t *time_us = ctx;
+
+	collect(t, *time_us, en);
+	t->exec_collects++;
+}
+
+static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
+{
+	pid_t pid = (pid_t)ev->h.pid;
+	uint64_t time_us = mp_ktime_to_epoch_us(ev->h.time_ns);
+	bool attach = false;
+
+	/* The old image's blocks are gone: collect them ("freed by exec"), in every profile
+	 * that holds some. The trace goes on with the new image. */
+	mp_entries__drain(e->entries, pid, NULL, exec_collect_cb, &time_us);
+	if (e->sym) {
+		struct mp_mapping_info mi;
+
+		/* the new image's mappings, while the process (hopefully) lives */
+		mp_symbolizer__forget(e->sym, pid);
+		mp_symbolizer__mapping(e->sym, pid, 1, &mi);
+	}
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		struct mp_ptrace *t = trace_find(p, pid);
+
+		if (t && !t->completed && p->state == MP_PROFILE_SAMPLING)
+			attach = true;
+	}
+	if (attach && e->bpf)
+		mp_bpf__attach(e->bpf, pid, NULL, 0);
+}
+
+static void profile_proc_exited(struct mp_profile *p)
+{
+	if (p->nalive)
+		p->nalive--;
+	if (!p->nalive && p->state == MP_PROFILE_SAMPLING) {
+		/* Every process is gone: implicitly stopped, every trace complete. */
+		profile_stop(p);
+		notify_state(p);
+	}
+}
+
+static int proc_gone(struct mp_engine *e, pid_t pid)
+{
+	int found = 0;
+
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		struct mp_ptrace *t = trace_find(p, pid);
+
+		if (!t || t->exited)
+			continue;
+		found = 1;
+		t->exited = true;
+		trace_complete(t);
+		if (p->state != MP_PROFILE_DISCARDED)
+			proc_release(p, pid, false);
+		profile_proc_exited(p);
+	}
+	mp_entries__drain(e->entries, pid, NULL, NULL, NULL);
+	if (e->sym)
+		mp_symbolizer__forget(e->sym, pid);
+	return found;
+}
+
+static int on_event(void *ctx, const void *data, size_t size)
+{
+	struct mp_engine *e = ctx;
+	const struct mp_event_hdr *h = data;
+
+	if (size < sizeof(*h))
+		return 0;
+	switch (h->type) {
+	case MP_EV_ALLOC:
+		if (size >= offsetof(struct mp_alloc_event, stack)) {
+			const struct mp_alloc_event *ev = data;
+
+			/* the record may carry only the valid frames */
+			if (size >= offsetof(struct mp_alloc_event, stack) +
+					    8 * (size_t)(ev->nframes < MP_MAX_STACK ?
+								 ev->nframes : MP_MAX_STACK))
+				on_alloc(e, ev);
+		}
+		break;
+	case MP_EV_FREE:
+		if (size >= sizeof(struct mp_free_event))
+			on_free(e, data);
+		break;
+	case MP_EV_FORK:
+		if (size >= sizeof(struct mp_proc_event))
+			on_fork(e, data);
+		break;
+	case MP_EV_EXEC:
+		if (size >= sizeof(struct mp_proc_event))
+			on_exec(e, data);
+		break;
+	case MP_EV_EXIT:
+		proc_gone(e, (pid_t)h->pid);
+		break;
+	case MP_EV_THREAD_EXIT:
+		mp_entries__thread_exit(e->entries, (pid_t)h->pid, (pid_t)h->tid);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+/* ---- engine ---- */
+
+struct mp_engine *mp_engine__new(const struct mp_engine_opts *opts)
+{
+	struct mp_engine *e = calloc(1, sizeof(*e));
+	struct mp_entries_opts eo = { 0 };
+	struct epoll_event ev = { .events = EPOLLIN };
+	int err;
+
+	if (!e)
+		return NULL;
+	e->epfd = e->timerfd = -1;
+	if (opts)
+		memcpy(&e->opts, opts, opts->sz && opts->sz < sizeof(e->opts) ? opts->sz :
+								      sizeof(e->opts));
+	e->opts.sz = sizeof(e->opts);
+	e->next_id = 1;
+	e->default_dir = strdup(e->opts.default_dir ? e->opts.default_dir : ".");
+	e->opts.default_dir = NULL;
+	if (!e->default_dir)
+		goto fail_errno;
+	if (e->opts.has_seed)
+		e->seed = e->opts.seed;
+	else if (getrandom(&e->seed, sizeof(e->seed), 0) != sizeof(e->seed))
+		e->seed = now_mono_ns() ^ ((uint64_t)getpid() << 32);
+	if (gethostname(e->hostname, sizeof(e->hostname) - 1))
+		strcpy(e->hostname, "localhost");
+
+	eo.max_entries = e->opts.max_entries ? e->opts.max_entries : MP_DEFAULT_MAX_ENTRIES;
+	eo.max_procs = e->opts.max_procs ? e->opts.max_procs : MP_DEFAULT_MAX_PROCS;
+	e->max_procs = eo.max_procs;
+	e->entries = mp_entries__new(&eo);
+	if (!e->entries)
+		goto fail_errno;
+	e->sym = mp_symbolizer__new();
+	if (!e->sym)
+		goto fail_errno;
+	e->bpf = mp_bpf__open(on_event, e);
+	if (!e->bpf)
+		goto fail_errno;
+	e->epfd = epoll_create1(EPOLL_CLOEXEC);
+	e->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (e->epfd < 0 || e->timerfd < 0)
+		goto fail_errno;
+	ev.data.u32 = 1;
+	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, mp_bpf__fd(e->bpf), &ev))
+		goto fail_errno;
+	ev.data.u32 = 2;
+	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->timerfd, &ev))
+		goto fail_errno;
+	return e;
+fail_errno:
+	err = errno ? errno : ENOMEM;
+	mp_engine__free(e);
+	errno = err;
+	return NULL;
+}
+
+static void profile_free(struct mp_profile *p)
+{
+	struct mp_ptrace *t = p->list;
+
+	while (t) {
+		struct mp_ptrace *next = t->next;
+
+		trace_free(t);
+		t = next;
+	}
+	mp_htab__fini(&p->traces);
+	free(p->out_path);
+	free(p->out_dir);
+	free(p);
+}
+
+void mp_engine__free(struct mp_engine *e)
+{
+	if (!e)
+		return;
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		if (p->state == MP_PROFILE_SAMPLING)
+			profile_stop(p);
+		if (p->state == MP_PROFILE_STOPPED)
+			mp_profile__discard(p);
+	}
+	while (e->profiles) {
+		struct mp_profile *p = e->profiles;
+
+		e->profiles = p->next;
+		profile_free(p);
+	}
+	mp_bpf__free(e->bpf);
+	mp_symbolizer__free(e->sym);
+	mp_entries__free(e->entries);
+	if (e->epfd >= 0)
+		close(e->epfd);
+	if (e->timerfd >= 0)
+		close(e->timerfd);
+	free(e->default_dir);
+	free(e);
+}
+
+int mp_engine__fd(const struct mp_engine *e)
+{
+	return e->epfd;
+}
+
+void mp_engine__on_state(struct mp_engine *e, mp_profile_state_fn fn, void *ctx)
+{
+	e->state_fn = fn;
+	e->state_ctx = ctx;
+}
+
+static void check_deadlines(struct mp_engine *e)
+{
+	uint64_t expirations, now = now_mono_ns();
+
+	if (read(e->timerfd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+		return;
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		if (p->state == MP_PROFILE_SAMPLING && p->deadline_ns && p->deadline_ns <= now) {
+			profile_stop(p);
+			notify_state(p);
+		}
+	}
+	arm_timer(e);
+}
+
+int mp_engine__process(struct mp_engine *e)
+{
+	int n = mp_bpf__consume(e->bpf);
+
+	check_deadlines(e);
+	return n;
+}
+
+int mp_engine__reap(struct mp_engine *e, pid_t pid)
+{
+	bool known = false;
+
+	mp_bpf__consume(e->bpf);
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		struct mp_ptrace *t = trace_find(p, pid);
+
+		if (t)
+			known = true;
+	}
+	if (!known)
+		return -ENOENT;
+	if (proc_gone(e, pid))
+		e->drops[MP_DROP_LOST_EXIT]++;
+	return 0;
+}
+
+static bool pid_busy(const struct mp_engine *e, pid_t pid)
+{
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		struct mp_ptrace *t = p->state == MP_PROFILE_SAMPLING ? trace_find(p, pid) : NULL;
+
+		if (t && !t->exited)
+			return true;
+	}
+	return false;
+}
+
+static int attach_pid(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
+{
+	char why[512] = "";
+	char comm[16];
+	int r;
+
+	r = mp_bpf__attach(p->e->bpf, pid, why, sizeof(why));
+	if (r >= 0)
+		return 0;
+	read_comm(pid, comm);
+	if (r == -ENOENT)
+		snprintf(err, err_len, "Process %d (%s) has no allocator memprofd can probe%s%s",
+			 (int)pid, comm, why[0] ? ": " : "", why);
+	else if (r == -ESRCH)
+		snprintf(err, err_len, "Process %d exited before it could be probed", (int)pid);
+	else
+		snprintf(err, err_len, "Failed to attach probes to process %d (%s): %s%s%s",
+			 (int)pid, comm, strerror(-r), why[0] ? ": " : "", why);
+	return r;
+}
+
+int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, const pid_t *pids,
+		     size_t npids, struct mp_profile **out, char *err, size_t err_len)
+{
+	struct mp_profile *p;
+	char dummy[8];
+	size_t ndone = 0;
+	int r = 0;
+
+	if (!err) {
+		err = dummy;
+		err_len = sizeof(dummy);
+	}
+	err[0] = '\0';
+	if (!opts || !npids || !pids) {
+		snprintf(err, err_len, "A profile needs options and at least one process");
+		return -EINVAL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		snprintf(err, err_len, "Out of memory");
+		return -ENOMEM;
+	}
+	memcpy(&p->opts, opts, opts->sz && opts->sz < sizeof(p->opts) ? opts->sz : sizeof(p->opts));
+	p->opts.sz = sizeof(p->opts);
+	p->e = e;
+	p->tail = &p->list;
+	p->state = MP_PROFILE_SAMPLING;
+	if (p->opts.rate == 0)
+		p->opts.rate = MP_DEFAULT_RATE;
+	if (!p->opts.callstack_size || p->opts.callstack_size > MP_MAX_STACK)
+		p->opts.callstack_size = MP_MAX_STACK;
+	if (!p->opts.format_version)
+		p->opts.format_version = 2;
+	if (!(p->opts.rate > 0 && p->opts.rate <= 1)) {
+		snprintf(err, err_len, "Invalid sampling rate %g: it must be in (0, 1]", opts->rate);
+		r = -EINVAL;
+		goto fail;
+	}
+	if (p->opts.format_version != 2 && p->opts.format_version != 3) {
+		snprintf(err, err_len, "Invalid format version %u: 2 or 3",
+			 (unsigned int)p->opts.format_version);
+		r = -EINVAL;
+		goto fail;
+	}
+	p->out_path = opts->out_path ? strdup(opts->out_path) : NULL;
+	p->out_dir = opts->out_dir ? strdup(opts->out_dir) : NULL;
+	if ((opts->out_path && !p->out_path) || (opts->out_dir && !p->out_dir)) {
+		snprintf(err, err_len, "Out of memory");
+		r = -ENOMEM;
+		goto fail;
+	}
+	p->opts.out_path = p->out_path;
+	p->opts.out_dir = p->out_dir;
+	for (size_t i = 0; i < npids; i++) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%d", (int)pids[i]);
+		if (pids[i] <= 0 || access(path, F_OK)) {
+			snprintf(err, err_len, "No process %d", (int)pids[i]);
+			r = -ESRCH;
+			goto fail;
+		}
+		if (e->open_traces + npids > e->max_procs) {
+			snprintf(err, err_len, "Too many processes traced at once (limit %zu)",
+				 e->max_procs);
+			r = -ENOSPC;
+			goto fail;
+		}
+		if (pid_busy(e, pids[i])) {
+			snprintf(err, err_len, "Process %d already samples for another profile",
+				 (int)pids[i]);
+			r = -EBUSY;
+			goto fail;
+		}
+	}
+	p->id = e->next_id;
+	p->gen = ++e->gen;
+	r = mp_sampler__init(&p->sampler, p->opts.rate,
+			     e->seed + 0x9e3779b97f4a7c15ull * (uint64_t)p->id);
+	if (r)
+		goto fail;
+	mp_bpf__stats(e->bpf, p->bpf_base);
+
+	/* Probes first, then the trace: its start time is when sampling begins (attaching
+	 * takes a while: an RCU grace period per uprobe). */
+	for (ndone = 0; ndone < npids; ndone++) {
+		struct mp_proc_cfg cfg;
+		pid_t pid = pids[ndone];
+
+		proc_cfg(p, &cfg);
+		r = mp_bpf__proc_set(e->bpf, pid, &cfg);
+		if (r < 0) {
+			snprintf(err, err_len, "Failed to configure process %d for sampling: %s",
+				 (int)pid, strerror(-r));
+			goto fail_procs;
+		}
+		r = attach_pid(p, pid, err, err_len);
+		if (r < 0) {
+			ndone++;
+			goto fail_procs;
+		}
+		if (!trace_new(p, pid, err, err_len)) {
+			r = -EIO;
+			ndone++;
+			goto fail_procs;
+		}
+	}
+	if (p->opts.duration_us) {
+		p->deadline_ns = now_mono_ns() + p->opts.duration_us * 1000;
+	}
+	e->next_id++;
+	p->next = e->profiles;
+	e->profiles = p;
+	arm_timer(e);
+	if (out)
+		*out = p;
+	return 0;
+
+fail_procs:
+	/* Undo: the processes leave BPF, and the traces we created are removed. */
+	for (size_t i = 0; i < ndone; i++) {
+		mp_bpf__proc_del(e->bpf, pids[i]);
+		mp_bpf__detach(e->bpf, pids[i]);
+	}
+	for (struct mp_ptrace *t = p->list; t; t = t->next) {
+		mp_entries__drain(e->entries, t->pid, t, NULL, NULL);
+		trace_complete(t);
+		if (t->path)
+			unlink(t->path);
+	}
+fail:
+	profile_free(p);
+	return r;
+}
+
+struct mp_profile *mp_engine__profile(struct mp_engine *e, uint32_t id)
+{
+	return profile_by_id(e, id);
+}
+
+struct mp_profile *mp_engine__next_profile(struct mp_engine *e, struct mp_profile *prev)
+{
+	return prev ? prev->next : e->profiles;
+}
+
+uint32_t mp_profile__id(const struct mp_profile *p)
+{
+	return p->id;
+}
+
+enum mp_profile_state mp_profile__state(const struct mp_profile *p)
+{
+	return p->state;
+}
+
+const struct mp_profile_opts *mp_profile__opts(const struct mp_profile *p)
+{
+	return &p->opts;
+}
+
+size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, size_t max)
+{
+	size_t i = 0;
+	double scale = 8.0 / p->opts.rate;
+
+	for (struct mp_ptrace *t = p->list; t; t = t->next, i++) {
+		struct mp_proc_stats *s;
+
+		if (!out || i >= max)
+			continue;
+		s = &out[i];
+		memset(s, 0, sizeof(*s));
+		s->pid = t->pid;
+		memcpy(s->comm, t->comm, sizeof(s->comm));
+		s->exited = t->exited;
+		s->samples = t->samples;
+		s->nsamples = t->nsamples;
+		s->frees = t->frees;
+		s->est_alloc_bytes = (double)t->nsamples * scale;
+		s->est_live_bytes = (double)t->live_nsamples * scale;
+		s->drops = t->table_full + t->unmatched + t->stale + t->write_errors;
+		s->trace_path = t->path;
+		s->live_nsamples = t->live_nsamples;
+		s->truncated_stacks = t->truncated;
+		s->exec_collects = t->exec_collects;
+		s->unmatched_frees = t->unmatched;
+	}
+	return p->ntraces;
+}
+
+int mp_profile__attach(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
+{
+	char dummy[8];
+
+	if (!err) {
+		err = dummy;
+		err_len = sizeof(dummy);
+	}
+	if (!trace_find(p, pid)) {
+		snprintf(err, err_len, "Process %d is not part of profile %" PRIu32, (int)pid,
+			 p->id);
+		return -ENOENT;
+	}
+	return attach_pid(p, pid, err, err_len);
+}
+
+int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n)
+{
+	uint64_t all[MP_STAT__MAX];
+	int r = mp_bpf__stats(e->bpf, all);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n && i < MP_STAT__MAX; i++)
+		out[i] = all[i];
+	return MP_STAT__MAX;
+}
+
+int mp_engine__drops(const struct mp_engine *e, uint64_t *out, size_t n)
+{
+	for (size_t i = 0; i < n && i < MP_DROP__MAX; i++)
+		out[i] = e->drops[i];
+	return MP_DROP__MAX;
+}

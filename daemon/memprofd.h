@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * memprofd, the service: the one context struct every service module gets, the configuration,
+ * the log functions, and the daemon's table of profiles (what the control API shows).
+ *
+ * Owner: the service component (daemon/memprofd.c, daemon/svc_profile.c, daemon/bus.c).
+ * The engine (daemon/engine.h) does the sampling; this layer adds identity, authorization,
+ * where traces go, manifests and the control API.
+ */
+#ifndef MEMPROFD_SERVICE_H
+#define MEMPROFD_SERVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <systemd/sd-event.h>
+
+#include "daemon/engine.h"
+
+#define MP_DEFAULT_CONFIG	"/etc/memprofd.conf"
+#define MP_DEFAULT_SOCKET	"/run/memprofd/bus"
+#define MP_DEFAULT_STATE_DIR	"/var/lib/memprofd"
+#define MP_DEFAULT_RATE		1e-4
+#define MP_MAX_CALLSTACK	127	/* = MP_MAX_STACK of bpf/memprof.h */
+#define MP_DEFAULT_MAX_PROFILES	16
+#define MP_HARD_MAX_PROFILES	1024
+#define MP_DEFAULT_MAX_CLIENTS	64
+#define MP_HARD_MAX_CLIENTS	4096
+#define MP_MAX_START_PIDS	256	/* pids in one Start call */
+#define MP_KEEP_DISCARDED	32	/* discarded profiles kept listed */
+#define MP_FLUSH_INTERVAL_US	(5ULL * 1000000)	/* manifests and STATUS= refresh */
+
+/* /etc/memprofd.conf, see memprofd(8). Command-line options override it. */
+struct mp_config {
+	double default_rate;
+	unsigned int callstack_size;	/* default for profiles that do not ask */
+	char *state_dir;
+	unsigned int max_profiles;	/* sampling + stopped profiles at once */
+	unsigned int max_clients;	/* control connections at once */
+};
+
+/* One profile as the service sees it. */
+struct svc_profile {
+	uint32_t id;			/* the service's id: /org/memprofd/profile/<id> */
+	struct memprofd *d;
+	struct mp_profile *p;		/* the engine's profile */
+	uid_t owner_uid;		/* who started it */
+	gid_t owner_gid;
+	char *dir;			/* <state dir>/profiles/<id> */
+	char *object_path;
+	uint64_t start_realtime_us;
+	bool to_fd;			/* first trace goes to a client's fd */
+	enum mp_profile_state last_state;
+	struct svc_profile *next;
+};
+
+struct mp_bus_server;
+
+struct memprofd {
+	sd_event *event;
+	struct mp_engine *engine;
+	sd_event_source *engine_src;
+	sd_event_source *flush_timer;
+	struct mp_bus_server *bus;
+
+	struct mp_config cfg;
+	const char *config_path;
+	/* Set on the command line: they win over the configuration file on reload. */
+	const char *opt_state_dir;
+	const char *socket_path;
+	const char *bus_address;
+	bool system_bus;
+	bool has_seed;
+	uint64_t seed;
+
+	struct svc_profile *profiles;	/* newest first */
+	uint32_t next_id;
+	bool under_systemd;		/* NOTIFY_SOCKET was set */
+	bool stopping;
+};
+
+/* ---- logging (daemon/memprofd.c): syslog levels, "<N>" prefixes under journald ---- */
+void mp_log_setup(int level, bool journal_prefix);
+int mp_log_level_parse(const char *s);
+void mp_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define log_error(...)	mp_log(3, __VA_ARGS__)
+#define log_warning(...) mp_log(4, __VA_ARGS__)
+#define log_notice(...)	mp_log(5, __VA_ARGS__)
+#define log_info(...)	mp_log(6, __VA_ARGS__)
+#define log_debug(...)	mp_log(7, __VA_ARGS__)
+
+/* ---- configuration (daemon/memprofd.c) ---- */
+void mp_config__defaults(struct mp_config *c);
+/* Parse @path into @c. -ENOENT when the file does not exist (c unchanged); other errors fill
+ * @err with "path:line: reason". */
+int mp_config__load(struct mp_config *c, const char *path, char *err, size_t err_len);
+void mp_config__done(struct mp_config *c);
+
+/* Recompute STATUS= for the service manager. */
+void memprofd__update_status(struct memprofd *d);
+
+/* ---- profiles (daemon/svc_profile.c) ---- */
+
+/* What a Start request asks for, after parsing and before authorization. */
+struct svc_start_req {
+	const pid_t *pids;
+	size_t npids;
+	uid_t uid;			/* caller */
+	gid_t gid;
+	double rate;			/* 0: the configured default */
+	unsigned int callstack_size;	/* 0: the configured default */
+	bool no_follow_forks;
+	uint64_t duration_us;
+	uint16_t format_version;	/* 0: engine default */
+	bool zstd;
+	int out_fd;			/* -1: traces under the profile's directory */
+};
+
+/*
+ * Error classes the control API maps to D-Bus error names. Each function that can fail
+ * returns -errno and writes one sentence to @err naming what failed (and the PID).
+ */
+int svc_check_access(pid_t pid, uid_t uid, gid_t gid, char *err, size_t err_len);
+int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
+		       struct svc_profile **out, char *err, size_t err_len);
+int svc_profile__stop(struct memprofd *d, struct svc_profile *sp, char *err, size_t err_len);
+int svc_profile__discard(struct memprofd *d, struct svc_profile *sp, char *err, size_t err_len);
+struct svc_profile *svc_profile__find(struct memprofd *d, uint32_t id);
+struct svc_profile *svc_profile__by_engine(struct memprofd *d, const struct mp_profile *p);
+/* Write <dir>/manifest.json (atomically: temporary name, then rename). */
+int svc_profile__write_manifest(struct memprofd *d, struct svc_profile *sp);
+/* The engine changed @sp's state by itself or through us: manifest, signals, status. */
+void svc_profile__state_changed(struct memprofd *d, struct svc_profile *sp);
+void svc_profile__free_all(struct memprofd *d);
+/* Highest profile id found under <state dir>/profiles, so ids stay unique across restarts. */
+uint32_t svc_profile__scan_ids(const char *state_dir);
+const char *svc_state_name(enum mp_profile_state st);
+/* Name of BPF counter @i (enum mp_stat), as the API and manifests show it. */
+const char *svc_stat_name(unsigned int i);
+/* May @uid act on @sp (stop, discard)? root and the owner may. */
+bool svc_profile__may_control(const struct svc_profile *sp, uid_t uid);
+
+#endif

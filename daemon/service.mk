@@ -1,0 +1,52 @@
+# memprofd, the service (daemon/memprofd.c, svc_profile.c, bus.c), its systemd units, its man
+# pages, and the memprofctl commands that talk to it. Included from daemon/build.mk. Links
+# the engine through ENGINE_OBJS / ENGINE_LIBS (daemon/build.mk).
+SVC_OBJS	:= $(B)/daemon/memprofd.o $(B)/daemon/svc_profile.o $(B)/daemon/bus.o
+SVC_LIBS	:= $(call pkglibs,libsystemd) $(call pkglibs,json-c)
+SVC_UNITS	:= systemd/memprofd.service systemd/memprofd.socket
+SVC_MAN		:= man/memprofd.8 man/memprofctl.1
+
+$(SVC_OBJS): EXTRA_CFLAGS_daemon += -DMP_VERSION='"$(VERSION)"' $(call pkgcflags,libsystemd)
+
+# memprofctl's client commands (cli/cmd_attach.c ..., cli/ctl_bus.c) use sd-bus and json-c.
+CTL_EXTRA_LIBS	+= $(SVC_LIBS)
+
+$(B)/bin/memprofd: $(SVC_OBJS) $$(ENGINE_OBJS) $$(filter %.a,$$(ENGINE_LIBS))
+	$(call msg,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(SVC_OBJS) $(ENGINE_OBJS) $(ENGINE_LIBS) $(SVC_LIBS) -lm
+
+# The daemon links only once the engine exists; until then its objects are still compiled.
+ifneq ($(wildcard daemon/engine.c),)
+BINS		+= $(B)/bin/memprofd
+else
+all: $(SVC_OBJS)
+endif
+
+# Workloads the system tests profile (tests/workloads/svc_*.c): plain -O1 programs with frame
+# pointers, as an operator's program would be.
+SVC_WORKLOADS	:= $(patsubst tests/workloads/%.c,$(B)/tests/workloads/%,\
+		   $(wildcard tests/workloads/svc_*.c))
+$(B)/tests/workloads/svc_%: tests/workloads/svc_%.c
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -o $@ $<
+BPF_TESTS	+= $(SVC_WORKLOADS)
+
+.PHONY: install-service lint-man-service verify-units
+install: install-service
+install-service: $(B)/bin/memprofd $(B)/bin/memprofctl
+	$(INSTALL) -d $(DESTDIR)$(sbindir) $(DESTDIR)$(bindir) $(DESTDIR)$(unitdir) \
+		$(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man8
+	$(INSTALL) -m 0755 $(B)/bin/memprofd $(DESTDIR)$(sbindir)/memprofd
+	$(INSTALL) -m 0755 $(B)/bin/memprofctl $(DESTDIR)$(bindir)/memprofctl
+	sed 's|/usr/local/sbin/memprofd|$(sbindir)/memprofd|' systemd/memprofd.service \
+		> $(DESTDIR)$(unitdir)/memprofd.service
+	$(INSTALL) -m 0644 systemd/memprofd.socket $(DESTDIR)$(unitdir)/memprofd.socket
+	chmod 0644 $(DESTDIR)$(unitdir)/memprofd.service
+	$(INSTALL) -m 0644 man/memprofd.8 $(DESTDIR)$(mandir)/man8/memprofd.8
+	$(INSTALL) -m 0644 man/memprofctl.1 $(DESTDIR)$(mandir)/man1/memprofctl.1
+
+lint-man: lint-man-service
+lint-man-service:
+	$(Q)mandoc -Tlint -Wwarning $(SVC_MAN)

@@ -1,0 +1,54 @@
+# Stacks and symbols: the symbolizer (daemon/symbolize.c) and the DWARF unwinder of copied
+# stacks (daemon/unwind.c). Included from daemon/build.mk; the engine links
+# $(SYMBOLIZE_OBJS) with $(SYMBOLIZE_LIBS). libstdc++ provides __cxa_demangle.
+SYMBOLIZE_OBJS	:= $(B)/daemon/symbolize.o $(B)/daemon/unwind.o
+SYMBOLIZE_LIBS	:= $(call pkglibs,libdw) $(call pkglibs,libelf) -lstdc++
+
+# Unit tests. Helper objects are built with the default -O2 -g so that inlining and CFI are
+# what a real optimized program has; the unwinding helpers drop frame pointers, or CFI.
+SYMBOLIZE_TEST_OBJS := $(B)/tests/unit/test_symbolize.o $(B)/tests/unit/symbolize_helper.o \
+		       $(B)/tests/unit/symbolize_cxx.o
+UNWIND_TEST_OBJS := $(B)/tests/unit/test_unwind.o $(B)/tests/unit/unwind_helper.o \
+		    $(B)/tests/unit/unwind_fp.o
+
+$(B)/tests/unit/unwind_helper.o: override CFLAGS += -fomit-frame-pointer
+$(B)/tests/unit/unwind_fp.o: override CFLAGS += -g0 -fno-omit-frame-pointer \
+	-fno-asynchronous-unwind-tables -fno-unwind-tables
+
+# A stripped program with MiniDebugInfo, the recipe of Fedora's find-debuginfo: the function
+# symbols of .symtab, without debug sections, xz-compressed into .gnu_debugdata.
+OBJCOPY		?= objcopy
+STRIP		?= strip
+XZ		?= xz
+
+$(B)/tests/unit/symbolize_minidebug: $(B)/tests/unit/symbolize_minidebug.o
+	$(call msg,MINIDBG,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@.full $^
+	$(Q)$(OBJCOPY) --only-keep-debug $@.full $@.dbg
+	$(Q)$(OBJCOPY) -S --remove-section .gdb_index --remove-section .comment \
+		-K mp_minidebug_static_function -K main $@.dbg $@.mini
+	$(Q)rm -f $@.mini.xz && $(XZ) -q $@.mini
+	$(Q)$(STRIP) --strip-all -o $@.tmp $@.full
+	$(Q)$(OBJCOPY) --add-section .gnu_debugdata=$@.mini.xz $@.tmp
+	$(Q)mv $@.tmp $@ && rm -f $@.full $@.dbg $@.mini.xz
+
+$(B)/tests/unit/test_symbolize: $(SYMBOLIZE_TEST_OBJS) $(SYMBOLIZE_OBJS) | \
+				$(B)/tests/unit/symbolize_minidebug
+	$(call msg,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SYMBOLIZE_LIBS) -ldl
+
+$(B)/tests/unit/test_unwind: $(UNWIND_TEST_OBJS) $(SYMBOLIZE_OBJS)
+	$(call msg,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SYMBOLIZE_LIBS)
+
+# Includes daemon/symbolize.c to reach its internal tables.
+$(B)/tests/unit/test_symbolize_tables: $(B)/tests/unit/test_symbolize_tables.o
+	$(call msg,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SYMBOLIZE_LIBS)
+
+UNIT_TESTS += $(B)/tests/unit/test_symbolize $(B)/tests/unit/test_symbolize_tables \
+	      $(B)/tests/unit/test_unwind

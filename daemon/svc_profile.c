@@ -1,0 +1,576 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The service's table of profiles: who may profile what (ptrace-like rules), where traces go
+ * (<state dir>/profiles/<id>/, a directory the daemon owns so a caller cannot plant symlinks
+ * where the daemon writes as root), and the manifest next to the traces.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "bpf/memprof.h"
+#include "daemon/bus.h"
+#include "daemon/memprofd.h"
+
+const char *svc_state_name(enum mp_profile_state st)
+{
+	switch (st) {
+	case MP_PROFILE_SAMPLING:
+		return "sampling";
+	case MP_PROFILE_STOPPED:
+		return "stopped";
+	case MP_PROFILE_DISCARDED:
+		return "discarded";
+	}
+	return "unknown";
+}
+
+static uint64_t now_realtime_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* "Uid:\t0\t0\t0\t0" -> the first three ids (real, effective, saved). */
+static int parse_ids(const char *line, unsigned long ids[3])
+{
+	return sscanf(line, "%*s %lu %lu %lu", &ids[0], &ids[1], &ids[2]) == 3 ? 0 : -EINVAL;
+}
+
+/*
+ * The rule of ptrace_may_access() without capabilities: the caller's uid must equal the real,
+ * effective and saved uid of the target, likewise for gids, and the target must be dumpable
+ * (a non-dumpable process' /proc/PID belongs to root). Root may profile anything.
+ */
+int svc_check_access(pid_t pid, uid_t uid, gid_t gid, char *err, size_t err_len)
+{
+	char path[64], line[256];
+	unsigned long uids[3] = { 0 }, gids[3] = { 0 };
+	bool have_uid = false, have_gid = false;
+	struct stat st;
+	FILE *f;
+
+	if (pid <= 0) {
+		snprintf(err, err_len, "Invalid process id %d", (int)pid);
+		return -EINVAL;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f) {
+		int r = -errno;
+
+		if (r == -ENOENT) {
+			snprintf(err, err_len, "Process %d does not exist", (int)pid);
+			return -ESRCH;
+		}
+		snprintf(err, err_len, "Failed to read '%s': %s", path, strerror(-r));
+		return r;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Uid:", 4))
+			have_uid = parse_ids(line, uids) == 0;
+		else if (!strncmp(line, "Gid:", 4))
+			have_gid = parse_ids(line, gids) == 0;
+	}
+	fclose(f);
+	if (!have_uid || !have_gid) {
+		snprintf(err, err_len, "Failed to parse the credentials of process %d", (int)pid);
+		return -EIO;
+	}
+	if (uid == 0)
+		return 0;
+	for (int i = 0; i < 3; i++) {
+		if (uids[i] != uid) {
+			snprintf(err, err_len,
+				 "Permission denied: process %d runs as uid %lu, the caller is uid %u "
+				 "(only root may profile other users' processes)",
+				 (int)pid, uids[i], (unsigned int)uid);
+			return -EPERM;
+		}
+		if (gids[i] != gid) {
+			snprintf(err, err_len,
+				 "Permission denied: process %d runs with gid %lu, the caller has gid %u",
+				 (int)pid, gids[i], (unsigned int)gid);
+			return -EPERM;
+		}
+	}
+	/* /proc/PID/stat follows dumpability on every access (the directory itself may not). */
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (stat(path, &st) < 0) {
+		snprintf(err, err_len, "Process %d does not exist", (int)pid);
+		return -ESRCH;
+	}
+	if (st.st_uid != uid) {
+		snprintf(err, err_len,
+			 "Permission denied: process %d is not dumpable (set-id program or "
+			 "PR_SET_DUMPABLE 0); only root may profile it", (int)pid);
+		return -EPERM;
+	}
+	return 0;
+}
+
+struct svc_profile *svc_profile__find(struct memprofd *d, uint32_t id)
+{
+	for (struct svc_profile *sp = d->profiles; sp; sp = sp->next)
+		if (sp->id == id)
+			return sp;
+	return NULL;
+}
+
+struct svc_profile *svc_profile__by_engine(struct memprofd *d, const struct mp_profile *p)
+{
+	for (struct svc_profile *sp = d->profiles; sp; sp = sp->next)
+		if (sp->p == p)
+			return sp;
+	return NULL;
+}
+
+bool svc_profile__may_control(const struct svc_profile *sp, uid_t uid)
+{
+	return uid == 0 || uid == sp->owner_uid;
+}
+
+uint32_t svc_profile__scan_ids(const char *state_dir)
+{
+	char path[4096];
+	struct dirent *de;
+	uint32_t max = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "%s/profiles", state_dir);
+	dir = opendir(path);
+	if (!dir)
+		return 0;
+	while ((de = readdir(dir))) {
+		char *end;
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(de->d_name, &end, 10);
+		if (errno || *end || end == de->d_name || v > UINT32_MAX - 1)
+			continue;
+		if (v > max)
+			max = (uint32_t)v;
+	}
+	closedir(dir);
+	return max;
+}
+
+static void svc_profile__free(struct svc_profile *sp)
+{
+	if (!sp)
+		return;
+	free(sp->dir);
+	free(sp->object_path);
+	free(sp);
+}
+
+void svc_profile__free_all(struct memprofd *d)
+{
+	while (d->profiles) {
+		struct svc_profile *sp = d->profiles;
+
+		d->profiles = sp->next;
+		svc_profile__free(sp);
+	}
+}
+
+static unsigned int count_active(struct memprofd *d)
+{
+	unsigned int n = 0;
+
+	for (struct svc_profile *sp = d->profiles; sp; sp = sp->next)
+		if (mp_profile__state(sp->p) != MP_PROFILE_DISCARDED)
+			n++;
+	return n;
+}
+
+/* Keep the newest MP_KEEP_DISCARDED discarded profiles listed; forget older ones. */
+static void prune_discarded(struct memprofd *d)
+{
+	struct svc_profile **pp = &d->profiles;
+	unsigned int seen = 0;
+
+	while (*pp) {
+		struct svc_profile *sp = *pp;
+
+		if (mp_profile__state(sp->p) == MP_PROFILE_DISCARDED && ++seen > MP_KEEP_DISCARDED) {
+			*pp = sp->next;
+				svc_profile__free(sp);
+			continue;
+		}
+		pp = &sp->next;
+	}
+}
+
+static int mkdir_p_owned(const char *path, mode_t mode)
+{
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Create <state>/profiles/<id> for a new profile: a fresh directory, never an existing one. */
+static int make_profile_dir(struct memprofd *d, uint32_t *id, char **out, char *err,
+			    size_t err_len)
+{
+	char base[4096], path[4200];
+	int r;
+
+	r = mkdir_p_owned(d->cfg.state_dir, 0755);
+	if (r < 0) {
+		snprintf(err, err_len, "Failed to create state directory '%s': %s",
+			 d->cfg.state_dir, strerror(-r));
+		return r;
+	}
+	snprintf(base, sizeof(base), "%s/profiles", d->cfg.state_dir);
+	r = mkdir_p_owned(base, 0755);
+	if (r < 0) {
+		snprintf(err, err_len, "Failed to create '%s': %s", base, strerror(-r));
+		return r;
+	}
+	/* Ids stay unique across restarts (scan at start); skip any directory made meanwhile. */
+	for (int tries = 0; tries < 1000; tries++, (*id)++) {
+		snprintf(path, sizeof(path), "%s/%" PRIu32, base, *id);
+		/* Owned by the daemon, world-readable: the traces inside belong to the caller. */
+		if (mkdir(path, 0755) == 0) {
+			*out = strdup(path);
+			return *out ? 0 : -ENOMEM;
+		}
+		if (errno != EEXIST) {
+			r = -errno;
+			snprintf(err, err_len, "Failed to create '%s': %s", path, strerror(-r));
+			return r;
+		}
+	}
+	snprintf(err, err_len, "Failed to find a free profile directory under '%s'", base);
+	return -EEXIST;
+}
+
+int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
+		       struct svc_profile **out, char *err, size_t err_len)
+{
+	struct mp_profile_opts opts = { .sz = sizeof(opts), .out_fd = -1 };
+	struct svc_profile *sp = NULL;
+	struct mp_profile *p = NULL;
+	char path[128];
+	uint32_t id;
+	int r;
+
+	if (d->stopping) {
+		snprintf(err, err_len, "memprofd is shutting down");
+		return -ESHUTDOWN;
+	}
+	if (req->npids == 0 || req->npids > MP_MAX_START_PIDS) {
+		snprintf(err, err_len, "A profile needs between 1 and %d processes, got %zu",
+			 MP_MAX_START_PIDS, req->npids);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < req->npids; i++)
+		for (size_t j = 0; j < i; j++)
+			if (req->pids[i] == req->pids[j]) {
+				snprintf(err, err_len, "Process %d is named twice", (int)req->pids[i]);
+				return -EINVAL;
+			}
+	opts.rate = req->rate > 0 ? req->rate : d->cfg.default_rate;
+	if (!(opts.rate > 0 && opts.rate <= 1)) {
+		snprintf(err, err_len, "Invalid sampling rate %g: it must be in (0, 1]", opts.rate);
+		return -EINVAL;
+	}
+	opts.callstack_size = req->callstack_size ? req->callstack_size : d->cfg.callstack_size;
+	if (opts.callstack_size > MP_MAX_CALLSTACK) {
+		snprintf(err, err_len, "Invalid callstack size %u: at most %d frames",
+			 opts.callstack_size, MP_MAX_CALLSTACK);
+		return -EINVAL;
+	}
+	if (req->format_version && req->format_version != 2 && req->format_version != 3) {
+		snprintf(err, err_len, "Invalid format version %u: 2 or 3",
+			 (unsigned int)req->format_version);
+		return -EINVAL;
+	}
+	if (count_active(d) >= d->cfg.max_profiles) {
+		snprintf(err, err_len, "Too many profiles: %u are sampling or stopped (MaxProfiles=%u); "
+			 "discard one first", count_active(d), d->cfg.max_profiles);
+		return -ENOSPC;
+	}
+	for (size_t i = 0; i < req->npids; i++) {
+		r = svc_check_access(req->pids[i], req->uid, req->gid, err, err_len);
+		if (r < 0)
+			return r;
+	}
+
+	id = d->next_id;
+	sp = calloc(1, sizeof(*sp));
+	if (!sp) {
+		snprintf(err, err_len, "Out of memory");
+		return -ENOMEM;
+	}
+	r = make_profile_dir(d, &id, &sp->dir, err, err_len);
+	if (r < 0)
+		goto err_free;
+
+	opts.no_follow_forks = req->no_follow_forks;
+	opts.duration_us = req->duration_us;
+	opts.out_fd = req->out_fd;
+	opts.out_dir = sp->dir;
+	opts.owner_uid = req->uid;
+	opts.owner_gid = req->gid;
+	opts.format_version = req->format_version;
+	opts.zstd_level = req->zstd ? 3 : 0;
+	err[0] = '\0';
+	r = mp_engine__start(d->engine, &opts, req->pids, req->npids, &p, err, err_len);
+	if (r < 0) {
+		if (!err[0])
+			snprintf(err, err_len, "Failed to start profiling: %s", strerror(-r));
+		goto err_rmdir;
+	}
+
+	snprintf(path, sizeof(path), MP_BUS_PROFILE_PREFIX "/%" PRIu32, id);
+	sp->object_path = strdup(path);
+	if (!sp->object_path) {
+		/* The engine profile exists: finish it rather than leak it unreachable. */
+		mp_profile__stop(p);
+		mp_profile__discard(p);
+		snprintf(err, err_len, "Out of memory");
+		r = -ENOMEM;
+		goto err_free;
+	}
+	sp->id = id;
+	sp->d = d;
+	sp->p = p;
+	sp->owner_uid = req->uid;
+	sp->owner_gid = req->gid;
+	sp->start_realtime_us = now_realtime_us();
+	sp->to_fd = req->out_fd >= 0;
+	sp->last_state = mp_profile__state(p);
+	sp->next = d->profiles;
+	d->profiles = sp;
+	d->next_id = id + 1;
+
+	log_notice("Profile %" PRIu32 " started by uid %u: %zu process(es) from %d, rate %g, "
+		   "traces %s", id, (unsigned int)req->uid, req->npids, (int)req->pids[0], opts.rate,
+		   sp->to_fd ? "to the caller's file" : sp->dir);
+	svc_profile__write_manifest(d, sp);
+	memprofd__update_status(d);
+	*out = sp;
+	return 0;
+
+err_rmdir:
+	rmdir(sp->dir);
+err_free:
+	svc_profile__free(sp);
+	return r;
+}
+
+int svc_profile__stop(struct memprofd *d, struct svc_profile *sp, char *err, size_t err_len)
+{
+	enum mp_profile_state st = mp_profile__state(sp->p);
+	int r;
+
+	if (st != MP_PROFILE_SAMPLING) {
+		snprintf(err, err_len, "Profile %" PRIu32 " is %s, not sampling", sp->id,
+			 svc_state_name(st));
+		return -EINVAL;
+	}
+	r = mp_profile__stop(sp->p);
+	if (r < 0) {
+		snprintf(err, err_len, "Failed to stop profile %" PRIu32 ": %s", sp->id,
+			 strerror(-r));
+		return r;
+	}
+	svc_profile__state_changed(d, sp);
+	return 0;
+}
+
+int svc_profile__discard(struct memprofd *d, struct svc_profile *sp, char *err, size_t err_len)
+{
+	enum mp_profile_state st = mp_profile__state(sp->p);
+	int r;
+
+	if (st != MP_PROFILE_STOPPED) {
+		snprintf(err, err_len, "Profile %" PRIu32 " is %s; only a stopped profile can be "
+			 "discarded%s", sp->id, svc_state_name(st),
+			 st == MP_PROFILE_SAMPLING ? " (stop it first)" : "");
+		return -EINVAL;
+	}
+	r = mp_profile__discard(sp->p);
+	if (r < 0) {
+		snprintf(err, err_len, "Failed to discard profile %" PRIu32 ": %s", sp->id,
+			 strerror(-r));
+		return r;
+	}
+	svc_profile__state_changed(d, sp);
+	return 0;
+}
+
+void svc_profile__state_changed(struct memprofd *d, struct svc_profile *sp)
+{
+	enum mp_profile_state st = mp_profile__state(sp->p);
+
+	if (st != sp->last_state)
+		log_notice("Profile %" PRIu32 ": %s", sp->id, svc_state_name(st));
+	sp->last_state = st;
+	svc_profile__write_manifest(d, sp);
+	mp_bus_server__profile_changed(d->bus, sp);
+	if (st == MP_PROFILE_DISCARDED)
+		prune_discarded(d);
+	memprofd__update_status(d);
+}
+
+static const char *const stat_names[MP_STAT__MAX] = {
+	[MP_STAT_CALLS] = "calls",
+	[MP_STAT_SAMPLED] = "sampled",
+	[MP_STAT_FREES] = "frees",
+	[MP_STAT_RINGBUF_DROPS] = "ringbuf_drops",
+	[MP_STAT_TABLE_DROPS] = "table_drops",
+	[MP_STAT_MISSED_RETURNS] = "missed_returns",
+	[MP_STAT_STACK_ERRORS] = "stack_errors",
+	[MP_STAT_FOREIGN_CALLS] = "foreign_calls",
+	[MP_STAT_PROCS_FULL] = "procs_full",
+	[MP_STAT_NESTED] = "nested",
+};
+
+const char *svc_stat_name(unsigned int i)
+{
+	static char other[MP_STAT__MAX][16];
+
+	if (i >= MP_STAT__MAX)
+		return "unknown";
+	if (stat_names[i])
+		return stat_names[i];
+	/* A counter added to bpf/memprof.h and not named here yet: still shown, uniquely. */
+	snprintf(other[i], sizeof(other[i]), "stat%u", i);
+	return other[i];
+}
+
+static struct json_object *manifest_json(struct memprofd *d, struct svc_profile *sp)
+{
+	const struct mp_profile_opts *o = mp_profile__opts(sp->p);
+	enum mp_profile_state st = mp_profile__state(sp->p);
+	struct json_object *root = json_object_new_object(), *set, *procs, *stats;
+	struct mp_proc_stats *ps = NULL;
+	uint64_t counters[MP_STAT__MAX];
+	size_t n;
+
+	json_object_object_add(root, "id", json_object_new_int64(sp->id));
+	json_object_object_add(root, "state", json_object_new_string(svc_state_name(st)));
+	json_object_object_add(root, "complete", json_object_new_boolean(st == MP_PROFILE_DISCARDED));
+	json_object_object_add(root, "owner_uid", json_object_new_int64(sp->owner_uid));
+	json_object_object_add(root, "owner_gid", json_object_new_int64(sp->owner_gid));
+	json_object_object_add(root, "start_time_us", json_object_new_uint64(sp->start_realtime_us));
+	json_object_object_add(root, "updated_us", json_object_new_uint64(now_realtime_us()));
+	json_object_object_add(root, "directory", json_object_new_string(sp->dir));
+	json_object_object_add(root, "first_trace_to_fd", json_object_new_boolean(sp->to_fd));
+
+	set = json_object_new_object();
+	json_object_object_add(set, "rate", json_object_new_double(o->rate));
+	json_object_object_add(set, "callstack_size", json_object_new_int64(o->callstack_size));
+	json_object_object_add(set, "follow_forks", json_object_new_boolean(!o->no_follow_forks));
+	json_object_object_add(set, "duration_us", json_object_new_uint64(o->duration_us));
+	json_object_object_add(set, "format_version",
+			       json_object_new_int(o->format_version ? o->format_version : 2));
+	json_object_object_add(set, "zstd", json_object_new_boolean(o->zstd_level > 0));
+	json_object_object_add(root, "settings", set);
+
+	procs = json_object_new_array();
+	n = mp_profile__procs(sp->p, NULL, 0);
+	if (n)
+		ps = calloc(n, sizeof(*ps));
+	if (ps) {
+		size_t m = mp_profile__procs(sp->p, ps, n);
+
+		if (m < n)
+			n = m;
+		for (size_t i = 0; i < n; i++) {
+			struct json_object *pj = json_object_new_object();
+
+			json_object_object_add(pj, "pid", json_object_new_int(ps[i].pid));
+			json_object_object_add(pj, "comm", json_object_new_string(ps[i].comm));
+			json_object_object_add(pj, "exited", json_object_new_boolean(ps[i].exited));
+			json_object_object_add(pj, "samples", json_object_new_uint64(ps[i].samples));
+			json_object_object_add(pj, "nsamples", json_object_new_uint64(ps[i].nsamples));
+			json_object_object_add(pj, "frees", json_object_new_uint64(ps[i].frees));
+			json_object_object_add(pj, "est_alloc_bytes",
+					       json_object_new_double(ps[i].est_alloc_bytes));
+			json_object_object_add(pj, "est_live_bytes",
+					       json_object_new_double(ps[i].est_live_bytes));
+			json_object_object_add(pj, "drops", json_object_new_uint64(ps[i].drops));
+			json_object_object_add(pj, "trace", ps[i].trace_path ?
+					       json_object_new_string(ps[i].trace_path) : NULL);
+			json_object_array_add(procs, pj);
+		}
+		free(ps);
+	}
+	json_object_object_add(root, "processes", procs);
+
+	if (mp_engine__stats(d->engine, counters, MP_STAT__MAX) >= 0) {
+		stats = json_object_new_object();
+		for (unsigned int i = 0; i < MP_STAT__MAX; i++)
+			json_object_object_add(stats, svc_stat_name(i),
+					       json_object_new_uint64(counters[i]));
+		json_object_object_add(root, "engine_stats", stats);
+	}
+	return root;
+}
+
+int svc_profile__write_manifest(struct memprofd *d, struct svc_profile *sp)
+{
+	char tmp[4200], final[4200];
+	struct json_object *root;
+	const char *text;
+	size_t len;
+	ssize_t w;
+	int fd, r = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s/.manifest.json.tmp", sp->dir);
+	snprintf(final, sizeof(final), "%s/manifest.json", sp->dir);
+	root = manifest_json(d, sp);
+	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+					      JSON_C_TO_STRING_NOSLASHESCAPE);
+	len = strlen(text);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (fchown(fd, sp->owner_uid, sp->owner_gid) < 0 && errno != EPERM) {
+		r = -errno;
+		goto out_close;
+	}
+	w = write(fd, text, len);
+	if (w < 0 || (size_t)w != len || write(fd, "\n", 1) != 1) {
+		r = w < 0 ? -errno : -EIO;
+		goto out_close;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		r = -errno;
+		goto out_unlink;
+	}
+	fd = -1;
+	if (rename(tmp, final) < 0)
+		r = -errno;
+out_close:
+	if (fd >= 0)
+		close(fd);
+out_unlink:
+	if (r < 0)
+		unlink(tmp);
+out:
+	if (r < 0)
+		log_error("Failed to write manifest '%s': %s", final, strerror(-r));
+	json_object_put(root);
+	return r;
+}

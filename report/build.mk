@@ -1,0 +1,50 @@
+# report/: offline analysis for `memprofctl report` (estimates per site, leaks, live heap,
+# text/JSON, SVG flame graph, pprof export). Linked into memprofctl.
+REPORT_SRCS	:= $(wildcard report/*.c)
+REPORT_OBJS	:= $(REPORT_SRCS:%.c=$(B)/%.o) $(B)/report/profile.pb-c.o
+REPORT_LIBS	:= $(call pkglibs,json-c) $(call pkglibs,libprotobuf-c) $(call pkglibs,zlib)
+
+EXTRA_CFLAGS_report := $(call pkgcflags,json-c) $(call pkgcflags,libprotobuf-c) \
+		       $(call pkgcflags,zlib)
+
+CTL_EXTRA_OBJS	+= $(REPORT_OBJS)
+CTL_EXTRA_LIBS	+= $(REPORT_LIBS)
+
+# pprof's profile.proto -> protobuf-c code, generated into $(B)/gen at build time.
+$(B)/gen/report/%.pb-c.c $(B)/gen/report/%.pb-c.h: report/%.proto
+	$(call msg,PROTOC,$@)
+	@mkdir -p $(@D)
+	$(Q)protoc-c --c_out=$(@D) --proto_path=report $<
+
+# Generated code: our warning set is not its contract.
+$(B)/report/profile.pb-c.o: $(B)/gen/report/profile.pb-c.c $(B)/gen/report/profile.pb-c.h
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_CFLAGS) -w $(call pkgcflags,libprotobuf-c) -c $< -o $@
+
+$(B)/report/pprof.o: $(B)/gen/report/profile.pb-c.h
+
+# Test helper: simulates Gc.Memprof sampling of a known allocation program into a trace.
+$(B)/tests/unit/gen_trace: $(B)/tests/unit/gen_trace.o $(B)/lib/libmemprof.a
+	$(call msg,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(B)/lib/libmemprof.a $(call pkglibs,libzstd) -lm
+
+BPF_TESTS	+= $(B)/tests/unit/gen_trace
+
+.PHONY: install-report-man
+install-report-man:
+	$(call msg,INSTALL,memprofctl-report.1)
+	$(Q)$(INSTALL) -d $(DESTDIR)$(mandir)/man1
+	$(Q)$(INSTALL) -m 644 man/memprofctl-report.1 $(DESTDIR)$(mandir)/man1/
+
+install: install-report-man
+
+# Unit tests of the model (also built and run under ASan/UBSan).
+$(B)/tests/unit/test_report: $(B)/tests/unit/test_report.o $(REPORT_OBJS) $(B)/lib/libmemprof.a
+	$(call msg,LINK,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(REPORT_OBJS) $(B)/lib/libmemprof.a $(REPORT_LIBS) \
+		$(call pkglibs,libzstd) -lm
+
+UNIT_TESTS	+= $(B)/tests/unit/test_report

@@ -1,0 +1,528 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * A self-contained interactive SVG flame graph of estimated bytes (or live bytes): callers at
+ * the bottom, allocation sites on top, widths proportional to the estimate. Each frame is a
+ * <g class="f"> with a <title> tooltip and data-x/data-w/data-d attributes (its extent in the
+ * unzoomed graph) that the embedded script uses for click-to-zoom and search. No external
+ * resources, so it works offline and from file://.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/intern.h"
+#include "report/report.h"
+
+#define FG_WIDTH	1200.0
+#define FG_PAD		10.0
+#define FG_FRAME_H	16
+#define FG_TOP		36
+#define FG_BOTTOM	34
+#define FG_MIN_W	0.1	/* frames narrower than this (px) are not drawn */
+#define FG_CHAR_W	7.0	/* estimated glyph width at 12px for label truncation */
+#define FG_MAX_NODES	(4u << 20)
+
+struct fg_node {
+	uint32_t frame;		/* UINT32_MAX for the root */
+	uint32_t parent;
+	uint32_t first_child, next_sibling;	/* UINT32_MAX: none */
+	double value;
+};
+
+struct fg {
+	const struct rp_model *m;
+	struct fg_node *nodes;
+	size_t n, cap;
+	struct rp_u64map *child;	/* (parent << 24 | frame) -> node */
+	uint32_t *canon;		/* frame -> first frame of the same function and file */
+	FILE *out;
+	double scale;		/* px per unit of value */
+	double total;
+	unsigned int max_depth;
+};
+
+static int64_t fg_child(struct fg *g, uint32_t parent, uint32_t frame)
+{
+	uint64_t key = (uint64_t)parent << 24 | frame;
+	struct fg_node *nn;
+	uint32_t idx;
+
+	if (!rp_u64map__get(g->child, key, &idx))
+		return idx;
+	if (g->n >= FG_MAX_NODES)
+		return -E2BIG;
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 1024;
+		struct fg_node *p = realloc(g->nodes, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		g->nodes = p;
+		g->cap = cap;
+	}
+	nn = &g->nodes[g->n];
+	nn->frame = frame;
+	nn->parent = parent;
+	nn->first_child = UINT32_MAX;
+	nn->next_sibling = g->nodes[parent].first_child;
+	nn->value = 0;
+	g->nodes[parent].first_child = (uint32_t)g->n;
+	if (rp_u64map__put(g->child, key, (uint32_t)g->n))
+		return -ENOMEM;
+	return (int64_t)g->n++;
+}
+
+struct canon_key {
+	const struct rp_model *m;
+	const char *name, *file;
+	char buf[32];
+};
+
+static bool canon_eq(const void *ctx, uint32_t idx)
+{
+	const struct canon_key *k = ctx;
+	char buf[32];
+
+	return !strcmp(rp_frame__name(k->m, idx, buf, sizeof(buf)), k->name) &&
+	       !strcmp(k->m->frames[idx].file, k->file);
+}
+
+/*
+ * A flame graph shows functions: frames of one function at different lines (its call sites)
+ * merge into one box. Map each frame to the first frame with its name and file.
+ */
+static int fg_canon(struct fg *g)
+{
+	const struct rp_model *m = g->m;
+	struct rp_intern *t = rp_intern__new();
+
+	g->canon = malloc((m->nframes ? m->nframes : 1) * sizeof(*g->canon));
+	if (!t || !g->canon) {
+		rp_intern__free(t);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m->nframes; i++) {
+		struct canon_key k = { .m = m, .file = m->frames[i].file };
+		uint64_t h;
+		int64_t idx;
+
+		k.name = rp_frame__name(m, (uint32_t)i, k.buf, sizeof(k.buf));
+		h = rp_hash_str(rp_hash_str(3, k.name), k.file);
+		idx = rp_intern__find(t, h, canon_eq, &k);
+		if (idx < 0) {
+			if (rp_intern__add(t, h, (uint32_t)i)) {
+				rp_intern__free(t);
+				return -ENOMEM;
+			}
+			idx = (int64_t)i;
+		}
+		g->canon[i] = (uint32_t)idx;
+	}
+	rp_intern__free(t);
+	return 0;
+}
+
+static void xml_escape(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '&':
+			fputs("&amp;", f);
+			break;
+		case '<':
+			fputs("&lt;", f);
+			break;
+		case '>':
+			fputs("&gt;", f);
+			break;
+		case '"':
+			fputs("&quot;", f);
+			break;
+		case '\'':
+			fputs("&apos;", f);
+			break;
+		default:
+			/* Control characters are not allowed in XML 1.0. */
+			if ((unsigned char)*s < 0x20 && *s != '\t')
+				fputc('?', f);
+			else
+				fputc(*s, f);
+		}
+	}
+}
+
+/* Print at most @max UTF-8 characters of @s (".." marks a cut), escaped. */
+static void xml_label(FILE *f, const char *s, size_t max)
+{
+	size_t chars = 0, i = 0, len = strlen(s);
+	char *buf;
+
+	while (i < len && chars < max) {
+		i++;
+		while (i < len && ((unsigned char)s[i] & 0xc0) == 0x80)
+			i++;
+		chars++;
+	}
+	if (i >= len) {
+		xml_escape(f, s);
+		return;
+	}
+	if (max < 3)
+		return;
+	/* Leave room for "..": back off two characters. */
+	for (int k = 0; k < 2 && i > 0; k++) {
+		i--;
+		while (i > 0 && ((unsigned char)s[i] & 0xc0) == 0x80)
+			i--;
+	}
+	buf = strndup(s, i);
+	if (!buf)
+		return;
+	xml_escape(f, buf);
+	fputs("..", f);
+	free(buf);
+}
+
+/* Deterministic warm colour per name, as flame graphs conventionally use. */
+static void fg_color(const char *name, char *buf, size_t len)
+{
+	uint64_t h = rp_hash_str(0x12345, name);
+	unsigned int v1 = h & 0xff, v2 = (h >> 8) & 0xff, v3 = (h >> 16) & 0xff;
+
+	snprintf(buf, len, "rgb(%u,%u,%u)", 205 + 50 * v3 / 255, 230 * v1 / 255, 55 * v2 / 255);
+}
+
+static int cmp_child(const void *a, const void *b, void *ctx)
+{
+	const struct fg *g = ctx;
+	const struct fg_node *x = &g->nodes[*(const uint32_t *)a];
+	const struct fg_node *y = &g->nodes[*(const uint32_t *)b];
+	char b1[32], b2[32];
+
+	return strcmp(rp_frame__name(g->m, x->frame, b1, sizeof(b1)),
+		      rp_frame__name(g->m, y->frame, b2, sizeof(b2)));
+}
+
+static void fg_frame(struct fg *g, uint32_t ni, double x, unsigned int depth, double height)
+{
+	const struct fg_node *nd = &g->nodes[ni];
+	double w = nd->value * g->scale;
+	double y = height - FG_BOTTOM - (double)(depth + 1) * FG_FRAME_H;
+	char nbuf[32], vbuf[32], color[32];
+	const char *name;
+	FILE *f = g->out;
+
+	if (nd->frame == UINT32_MAX) {
+		name = "all";
+		snprintf(color, sizeof(color), "rgb(200,200,200)");
+	} else {
+		name = rp_frame__name(g->m, nd->frame, nbuf, sizeof(nbuf));
+		fg_color(name, color, sizeof(color));
+	}
+	fprintf(f, "<g class=\"f\" data-x=\"%.2f\" data-w=\"%.2f\" data-d=\"%u\"><title>", x, w,
+		depth);
+	xml_escape(f, name);
+	if (nd->frame != UINT32_MAX) {
+		const struct rp_frame *fr = &g->m->frames[nd->frame];
+
+		if (fr->file[0]) {
+			fputs(" (", f);
+			xml_escape(f, fr->file);
+			fputs(")", f);
+		}
+		fputs(" [", f);
+		xml_escape(f, fr->object);
+		fputs("]", f);
+	}
+	fprintf(f, ": %s, %.2f%%</title>", rp_fmt_bytes(nd->value, vbuf, sizeof(vbuf)),
+		g->total > 0 ? 100.0 * nd->value / g->total : 0.0);
+	fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"%s\" "
+		"rx=\"2\" ry=\"2\"/><text x=\"%.2f\" y=\"%.1f\">", x, y, w, FG_FRAME_H - 1, color,
+		x + 3, y + 11.5);
+	xml_label(f, name, w > 3 * FG_CHAR_W ? (size_t)((w - 6) / FG_CHAR_W) : 0);
+	fputs("</text></g>\n", f);
+}
+
+/* Depth-first layout without recursion: an explicit stack of (node, x, depth). */
+static int fg_layout(struct fg *g, double height)
+{
+	struct item {
+		uint32_t node;
+		unsigned int depth;
+		double x;
+	} *stack = NULL;
+	uint32_t *kids = NULL;
+	size_t sp = 0, cap = 0, kcap = 0;
+	int err = 0;
+
+	stack = malloc(64 * sizeof(*stack));
+	if (!stack)
+		return -ENOMEM;
+	cap = 64;
+	stack[sp++] = (struct item){ 0, 0, FG_PAD };
+	while (sp) {
+		struct item it = stack[--sp];
+		size_t nk = 0;
+		double x;
+
+		fg_frame(g, it.node, it.x, it.depth, height);
+		for (uint32_t c = g->nodes[it.node].first_child; c != UINT32_MAX;
+		     c = g->nodes[c].next_sibling) {
+			if (g->nodes[c].value * g->scale < FG_MIN_W)
+				continue;
+			if (nk == kcap) {
+				size_t ncap = kcap ? kcap * 2 : 64;
+				uint32_t *p = realloc(kids, ncap * sizeof(*p));
+
+				if (!p) {
+					err = -ENOMEM;
+					goto out;
+				}
+				kids = p;
+				kcap = ncap;
+			}
+			kids[nk++] = c;
+		}
+		if (nk > 1)
+			qsort_r(kids, nk, sizeof(*kids), cmp_child, g);
+		if (sp + nk > cap) {
+			size_t ncap = (sp + nk) * 2;
+			struct item *p = realloc(stack, ncap * sizeof(*p));
+
+			if (!p) {
+				err = -ENOMEM;
+				goto out;
+			}
+			stack = p;
+			cap = ncap;
+		}
+		/* Push right to left so the leftmost child is drawn first. */
+		x = it.x;
+		for (size_t i = 0; i < nk; i++)
+			x += g->nodes[kids[i]].value * g->scale;
+		for (size_t i = nk; i-- > 0;) {
+			x -= g->nodes[kids[i]].value * g->scale;
+			stack[sp++] = (struct item){ kids[i], it.depth + 1, x };
+		}
+	}
+out:
+	free(stack);
+	free(kids);
+	return err;
+}
+
+/*
+ * The embedded viewer: hover details, click to zoom, search (button or Ctrl-F), Escape to
+ * reset. Plain ES5 so any browser runs it; it only uses the ids and data-* attributes above.
+ */
+static const char fg_script[] =
+	"var fg = { frames: [], charw: 7, pad: 10, width: 1200 };\n"
+	"function fg_rect(g) { return g.getElementsByTagName('rect')[0]; }\n"
+	"function fg_num(g, a) { return parseFloat(g.getAttribute(a)); }\n"
+	"function fg_name(g) {\n"
+	"  var t = g.getElementsByTagName('title')[0].textContent;\n"
+	"  var i = t.lastIndexOf(': ');\n"
+	"  if (i >= 0) t = t.substring(0, i);\n"
+	"  var j = t.indexOf(' (');\n"
+	"  if (j < 0) j = t.indexOf(' [');\n"
+	"  return j >= 0 ? t.substring(0, j) : t;\n"
+	"}\n"
+	"function fg_label(g, w) {\n"
+	"  var txt = g.getElementsByTagName('text')[0], n = Math.floor((w - 6) / fg.charw);\n"
+	"  txt.setAttribute('x', fg_num(fg_rect(g), 'x') + 3);\n"
+	"  if (w < 3 * fg.charw) { txt.textContent = ''; return; }\n"
+	"  var name = g.fg_name;\n"
+	"  txt.textContent = name.length <= n ? name : name.substring(0, Math.max(n - 2, 0)) + '..';\n"
+	"}\n"
+	"function fg_details(s) { document.getElementById('fg_details').textContent = s; }\n"
+	"function fg_place(f, x, w, cls) {\n"
+	"  var r = fg_rect(f);\n"
+	"  r.setAttribute('x', x);\n"
+	"  r.setAttribute('width', w);\n"
+	"  f.setAttribute('class', cls);\n"
+	"  fg_label(f, w);\n"
+	"}\n"
+	"function fg_zoom(g) {\n"
+	"  var zx = fg_num(g, 'data-x'), zw = fg_num(g, 'data-w'), zd = fg_num(g, 'data-d');\n"
+	"  var full = fg.width - 2 * fg.pad, ratio = full / zw, eps = 0.0001;\n"
+	"  document.getElementById('fg_unzoom').setAttribute('class', '');\n"
+	"  for (var i = 0; i < fg.frames.length; i++) {\n"
+	"    var f = fg.frames[i], x = fg_num(f, 'data-x'), w = fg_num(f, 'data-w');\n"
+	"    var d = fg_num(f, 'data-d');\n"
+	"    if (d >= zd && x >= zx - eps && x + w <= zx + zw + eps)\n"
+	"      fg_place(f, (x - zx) * ratio + fg.pad, w * ratio, 'f');\n"
+	"    else if (d < zd && x <= zx + eps && x + w >= zx + zw - eps)\n"
+	"      fg_place(f, fg.pad, full, 'f parent');\n"
+	"    else\n"
+	"      f.setAttribute('class', 'f hide');\n"
+	"  }\n"
+	"}\n"
+	"function fg_unzoom() {\n"
+	"  document.getElementById('fg_unzoom').setAttribute('class', 'hide');\n"
+	"  for (var i = 0; i < fg.frames.length; i++) {\n"
+	"    var f = fg.frames[i];\n"
+	"    fg_place(f, fg_num(f, 'data-x'), fg_num(f, 'data-w'), 'f');\n"
+	"  }\n"
+	"}\n"
+	"function fg_search(term) {\n"
+	"  var re, total = 0, spans = [], end = -1;\n"
+	"  if (term === undefined) term = prompt('Search frames (regular expression)', '');\n"
+	"  if (term === null) return;\n"
+	"  try { re = new RegExp(term); } catch (e) { fg_details('bad regular expression'); return; }\n"
+	"  var tw = fg_num(fg.frames[0], 'data-w');\n"
+	"  for (var i = 0; i < fg.frames.length; i++) {\n"
+	"    var f = fg.frames[i], r = fg_rect(f);\n"
+	"    if (term !== '' && re.test(f.fg_name)) {\n"
+	"      r.setAttribute('fill', 'rgb(230,0,230)');\n"
+	"      spans.push([fg_num(f, 'data-x'), fg_num(f, 'data-w')]);\n"
+	"    } else {\n"
+	"      r.setAttribute('fill', f.fg_fill);\n"
+	"    }\n"
+	"  }\n"
+	"  /* Nested matches count once: sum the outermost spans. */\n"
+	"  spans.sort(function (a, b) { return a[0] - b[0] || b[1] - a[1]; });\n"
+	"  for (var k = 0; k < spans.length; k++) {\n"
+	"    if (spans[k][0] >= end - 0.0001) {\n"
+	"      total += spans[k][1];\n"
+	"      end = spans[k][0] + spans[k][1];\n"
+	"    }\n"
+	"  }\n"
+	"  var frac = tw > 0 ? total / tw : 0;\n"
+	"  document.getElementById('fg_matched').textContent =\n"
+	"    term === '' ? '' : 'Matched: ' + (100 * frac).toFixed(1) + '%';\n"
+	"  document.getElementById('fg_reset').setAttribute('class', term === '' ? 'hide' : '');\n"
+	"  return frac;\n"
+	"}\n"
+	"function fg_init() {\n"
+	"  var gs = document.getElementsByTagName('g');\n"
+	"  for (var i = 0; i < gs.length; i++)\n"
+	"    if (gs[i].getAttribute('data-d') !== null) fg.frames.push(gs[i]);\n"
+	"  fg.frames.forEach(function (f) {\n"
+	"    f.fg_name = fg_name(f);\n"
+	"    f.fg_fill = fg_rect(f).getAttribute('fill');\n"
+	"    f.addEventListener('click', function (e) { fg_zoom(f); e.stopPropagation(); });\n"
+	"    f.addEventListener('mouseover', function () {\n"
+	"      fg_details(f.getElementsByTagName('title')[0].textContent);\n"
+	"    });\n"
+	"    f.addEventListener('mouseout', function () { fg_details(' '); });\n"
+	"  });\n"
+	"  function on(id, fn) { document.getElementById(id).addEventListener('click', fn); }\n"
+	"  on('fg_unzoom', fg_unzoom);\n"
+	"  on('fg_search', function () { fg_search(); });\n"
+	"  on('fg_reset', function () { fg_search(''); });\n"
+	"  window.addEventListener('keydown', function (e) {\n"
+	"    if ((e.ctrlKey || e.metaKey) && e.key === 'f') {\n"
+	"      e.preventDefault();\n"
+	"      fg_search();\n"
+	"    } else if (e.key === 'Escape') {\n"
+	"      fg_unzoom();\n"
+	"      fg_search('');\n"
+	"    }\n"
+	"  });\n"
+	"}\n"
+	"fg_init();\n";
+
+static void fg_header(struct fg *g, double height, const char *title)
+{
+	FILE *f = g->out;
+	char tb[32];
+
+	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+		"<svg version=\"1.1\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+		"xmlns=\"http://www.w3.org/2000/svg\">\n", FG_WIDTH, height, FG_WIDTH, height);
+	fputs("<style type=\"text/css\">\n"
+	      "text { font-family: monospace; font-size: 12px; fill: #000; }\n"
+	      "#fg_title { font-size: 17px; text-anchor: middle; }\n"
+	      ".f { cursor: pointer; }\n"
+	      ".f:hover rect { stroke: #000; stroke-width: 0.5; }\n"
+	      ".f text { pointer-events: none; }\n"
+	      ".parent { opacity: 0.6; }\n"
+	      ".hide { display: none; }\n"
+	      ".button { cursor: pointer; fill: #333; }\n"
+	      "</style>\n", f);
+	fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#f4f4f0\"/>\n",
+		FG_WIDTH, height);
+	fprintf(f, "<text id=\"fg_title\" x=\"%.0f\" y=\"24\">", FG_WIDTH / 2);
+	xml_escape(f, title);
+	fprintf(f, " (total %s)</text>\n", rp_fmt_bytes(g->total, tb, sizeof(tb)));
+	fprintf(f, "<text id=\"fg_unzoom\" class=\"hide\" x=\"%.0f\" y=\"24\">"
+		"<tspan class=\"button\">Reset zoom</tspan></text>\n", FG_PAD);
+	fprintf(f, "<text id=\"fg_search\" x=\"%.0f\" y=\"24\"><tspan class=\"button\">"
+		"Search</tspan></text>\n", FG_WIDTH - FG_PAD - 110);
+	fprintf(f, "<text id=\"fg_reset\" class=\"hide\" x=\"%.0f\" y=\"24\"><tspan "
+		"class=\"button\">Clear</tspan></text>\n", FG_WIDTH - FG_PAD - 50);
+	fprintf(f, "<text id=\"fg_details\" x=\"%.0f\" y=\"%.0f\"> </text>\n", FG_PAD,
+		height - 12);
+	fprintf(f, "<text id=\"fg_matched\" x=\"%.0f\" y=\"%.0f\"> </text>\n",
+		FG_WIDTH - FG_PAD - 130, height - 12);
+}
+
+int rp_write_flamegraph(const struct rp_model *m, const char *path)
+{
+	struct fg g = { .m = m };
+	char *buf = NULL;
+	size_t len = 0;
+	double height;
+	int err = 0;
+
+	g.child = rp_u64map__new();
+	g.nodes = calloc(1024, sizeof(*g.nodes));
+	if (!g.child || !g.nodes) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err = fg_canon(&g);
+	if (err)
+		goto out;
+	g.cap = 1024;
+	g.nodes[0] = (struct fg_node){ UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, 0 };
+	g.n = 1;
+	for (size_t si = 0; si < m->nstacks; si++) {
+		const struct rp_stack *s = &m->stacks[si];
+		double v = m->opts.live ? m->stack_vals[si].live_bytes : m->stack_vals[si].bytes;
+		uint32_t cur = 0;
+
+		if (!(v > 0))
+			continue;
+		g.nodes[0].value += v;
+		for (uint32_t i = 0; i < s->eff_len; i++) {
+			int64_t c = fg_child(&g, cur, g.canon[m->stack_frames[s->off + i]]);
+
+			if (c < 0) {
+				err = (int)c;
+				goto out;
+			}
+			cur = (uint32_t)c;
+			g.nodes[cur].value += v;
+			if (i + 1 > g.max_depth)
+				g.max_depth = i + 1;
+		}
+	}
+	g.total = g.nodes[0].value;
+	g.scale = g.total > 0 ? (FG_WIDTH - 2 * FG_PAD) / g.total : 0;
+	height = FG_TOP + FG_BOTTOM + (double)(g.max_depth + 1) * FG_FRAME_H;
+
+	g.out = open_memstream(&buf, &len);
+	if (!g.out) {
+		err = -errno;
+		goto out;
+	}
+	fg_header(&g, height, m->opts.live ? "Estimated live bytes at the end"
+					   : "Estimated allocated bytes");
+	fputs("<g id=\"fg_frames\">\n", g.out);
+	err = fg_layout(&g, height);
+	fputs("</g>\n<script type=\"text/ecmascript\"><![CDATA[\n", g.out);
+	fputs(fg_script, g.out);
+	fputs("]]></script>\n</svg>\n", g.out);
+	if (fclose(g.out) && !err)
+		err = -EIO;
+	if (!err)
+		err = rp_write_file_atomic(path, buf, len);
+out:
+	free(buf);
+	free(g.nodes);
+	free(g.canon);
+	rp_u64map__free(g.child);
+	return err;
+}

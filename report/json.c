@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* The report as one JSON document (json-c). Field names are documented in memprofctl-report(1). */
+#include <errno.h>
+#include <stdio.h>
+
+#include <json.h>
+
+#include "report/report.h"
+
+static struct json_object *est_obj(const struct rp_est *e)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "estimate", json_object_new_double(e->est));
+	json_object_object_add(o, "se", json_object_new_double(rp_se(e)));
+	return o;
+}
+
+static struct json_object *traces_obj(const struct rp_model *m)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < m->ntraces; i++) {
+		const struct rp_trace *t = &m->traces[i];
+		struct json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "path", json_object_new_string(t->path));
+		json_object_object_add(o, "executable", json_object_new_string(t->executable));
+		json_object_object_add(o, "host", json_object_new_string(t->host));
+		json_object_object_add(o, "context", json_object_new_string(t->context));
+		json_object_object_add(o, "pid", json_object_new_int64((int64_t)t->pid));
+		json_object_object_add(o, "version", json_object_new_int((int)t->version));
+		json_object_object_add(o, "sample_rate", json_object_new_double(t->rate));
+		json_object_object_add(o, "word_size", json_object_new_int((int)t->word_size));
+		json_object_object_add(o, "start_time_us",
+				       json_object_new_int64((int64_t)t->start_us));
+		json_object_object_add(o, "duration_s",
+				       json_object_new_double((double)t->end_us / 1e6));
+		json_object_object_add(o, "window_start_s",
+				       json_object_new_double((double)t->win_start / 1e6));
+		json_object_object_add(o, "window_end_s",
+				       json_object_new_double((double)t->win_end / 1e6));
+		json_object_object_add(o, "young_after_s",
+				       json_object_new_double((double)t->young_after / 1e6));
+		json_object_object_add(o, "allocs", json_object_new_int64((int64_t)t->nblocks));
+		json_object_object_add(o, "collects",
+				       json_object_new_int64((int64_t)t->collects));
+		json_object_object_add(o, "promotes",
+				       json_object_new_int64((int64_t)t->promotes));
+		json_object_object_add(o, "unmatched_collects",
+				       json_object_new_int64((int64_t)t->unmatched_collects));
+		json_object_object_add(o, "sum_nsamples",
+				       json_object_new_int64((int64_t)t->sum_nsamples));
+		json_object_object_add(o, "sum_length_words",
+				       json_object_new_int64((int64_t)t->sum_length));
+		json_object_object_add(o, "warnings",
+				       json_object_new_int64((int64_t)t->warnings));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+static struct json_object *site_obj(const struct rp_model *m, const struct rp_site *s,
+				    size_t rank)
+{
+	const struct rp_frame *f = &m->frames[s->frame];
+	struct json_object *o = json_object_new_object();
+	char buf[32];
+
+	json_object_object_add(o, "rank", json_object_new_int64((int64_t)rank));
+	json_object_object_add(o, "site", json_object_new_string(s->key));
+	json_object_object_add(o, "function",
+			       json_object_new_string(rp_frame__name(m, s->frame, buf,
+								     sizeof(buf))));
+	json_object_object_add(o, "file", json_object_new_string(f->file));
+	json_object_object_add(o, "line", json_object_new_int((int)f->line));
+	json_object_object_add(o, "object", json_object_new_string(f->object));
+	json_object_object_add(o, "bytes", est_obj(&s->bytes));
+	json_object_object_add(o, "allocations", est_obj(&s->blocks));
+	json_object_object_add(o, "live_bytes", est_obj(&s->live_bytes));
+	json_object_object_add(o, "live_allocations", est_obj(&s->live_blocks));
+	json_object_object_add(o, "sampled_blocks", json_object_new_int64((int64_t)s->sampled));
+	json_object_object_add(o, "samples", json_object_new_int64((int64_t)s->samples));
+	json_object_object_add(o, "sampled_live", json_object_new_int64((int64_t)s->sampled_live));
+	return o;
+}
+
+static struct json_object *sites_arr(const struct rp_model *m, const uint32_t *order)
+{
+	struct json_object *a = json_object_new_array();
+	size_t n = m->nsites < m->opts.top ? m->nsites : m->opts.top;
+
+	for (size_t i = 0; i < n; i++)
+		json_object_array_add(a, site_obj(m, &m->sites[order[i]], i + 1));
+	return a;
+}
+
+static struct json_object *suspects_arr(const struct rp_model *m)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < m->nsuspects; i++) {
+		const struct rp_site *s = &m->sites[m->suspects[i]];
+		struct json_object *o = site_obj(m, s, i + 1);
+
+		json_object_object_add(o, "old_live_bytes", est_obj(&s->old_live_bytes));
+		json_object_object_add(o, "old_live_allocations", est_obj(&s->old_live_blocks));
+		json_object_object_add(o, "sampled_old_live",
+				       json_object_new_int64((int64_t)s->sampled_old_live));
+		json_object_object_add(o, "sampled_freed",
+				       json_object_new_int64((int64_t)s->sampled_freed));
+		if (s->nlifetimes) {
+			json_object_object_add(o, "lifetime_median_s",
+					       json_object_new_double(s->life_median_s));
+			json_object_object_add(o, "lifetime_p90_s",
+					       json_object_new_double(s->life_p90_s));
+		} else {
+			json_object_object_add(o, "lifetime_median_s", NULL);
+			json_object_object_add(o, "lifetime_p90_s", NULL);
+		}
+		json_object_object_add(o, "live_age_median_s",
+				       json_object_new_double(s->age_median_s));
+		json_object_object_add(o, "live_age_max_s", json_object_new_double(s->age_max_s));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+static struct json_object *timeline_arr(const struct rp_model *m)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < m->npoints; i++) {
+		struct json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "t_s", json_object_new_double(m->timeline[i].t_s));
+		json_object_object_add(o, "live_bytes", est_obj(&m->timeline[i].live_bytes));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+int rp_print_json(const struct rp_model *m, FILE *f)
+{
+	struct json_object *root = json_object_new_object(), *tot = json_object_new_object();
+	int err = 0;
+
+	if (!root || !tot) {
+		json_object_put(root);
+		json_object_put(tot);
+		return -ENOMEM;
+	}
+	json_object_object_add(root, "traces", traces_obj(m));
+	json_object_object_add(root, "by", json_object_new_string(rp_by_name(m->opts.by)));
+	json_object_object_add(root, "live", json_object_new_boolean(m->opts.live));
+	json_object_object_add(root, "tail_fraction", json_object_new_double(m->opts.tail));
+	json_object_object_add(tot, "bytes", est_obj(&m->total_bytes));
+	json_object_object_add(tot, "allocations", est_obj(&m->total_blocks));
+	json_object_object_add(tot, "live_bytes", est_obj(&m->total_live_bytes));
+	json_object_object_add(tot, "live_allocations", est_obj(&m->total_live_blocks));
+	json_object_object_add(tot, "sampled_blocks",
+			       json_object_new_int64((int64_t)m->total_sampled));
+	json_object_object_add(tot, "samples", json_object_new_int64((int64_t)m->total_samples));
+	json_object_object_add(tot, "sampled_live",
+			       json_object_new_int64((int64_t)m->total_sampled_live));
+	json_object_object_add(tot, "sites", json_object_new_int64((int64_t)m->nsites));
+	json_object_object_add(root, "totals", tot);
+	json_object_object_add(root, "sites_by_bytes", sites_arr(m, m->by_bytes));
+	json_object_object_add(root, "sites_by_allocations", sites_arr(m, m->by_blocks));
+	json_object_object_add(root, "leak_suspects", suspects_arr(m));
+	json_object_object_add(root, "live_heap", timeline_arr(m));
+	if (fprintf(f, "%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+						JSON_C_TO_STRING_NOSLASHESCAPE)) < 0 ||
+	    fflush(f))
+		err = -EIO;
+	json_object_put(root);
+	return err;
+}

@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * pprof export: one Sample per distinct stack (leaf first) with the values alloc_objects,
+ * alloc_space, inuse_objects and inuse_space, rounded from the unbiased estimates; one
+ * Location (with one Line) per frame, one Function per (name, file), one Mapping per object.
+ * Serialized with protobuf-c, gzip-compressed with zlib.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zlib.h>
+
+#include "report/intern.h"
+#include "report/profile.pb-c.h"
+#include "report/report.h"
+
+typedef Perftools__Profiles__Profile Profile;
+typedef Perftools__Profiles__ValueType ValueType;
+typedef Perftools__Profiles__Sample Sample;
+typedef Perftools__Profiles__Mapping Mapping;
+typedef Perftools__Profiles__Location Location;
+typedef Perftools__Profiles__Line Line;
+typedef Perftools__Profiles__Function Function;
+
+struct strtab {
+	char **s;
+	size_t n, cap;
+	struct rp_intern *idx;
+};
+
+struct str_key {
+	const struct strtab *t;
+	const char *s;
+};
+
+static bool str_eq(const void *ctx, uint32_t idx)
+{
+	const struct str_key *k = ctx;
+
+	return !strcmp(k->t->s[idx], k->s);
+}
+
+/* The string-table index of @s (added if new), or -ENOMEM. */
+static int64_t strtab_get(struct strtab *t, const char *s)
+{
+	struct str_key k = { t, s };
+	uint64_t h = rp_hash_str(7, s);
+	int64_t i = rp_intern__find(t->idx, h, str_eq, &k);
+
+	if (i >= 0)
+		return i;
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 256;
+		char **p = realloc(t->s, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		t->s = p;
+		t->cap = cap;
+	}
+	t->s[t->n] = strdup(s);
+	if (!t->s[t->n] || rp_intern__add(t->idx, h, (uint32_t)t->n)) {
+		free(t->s[t->n]);
+		return -ENOMEM;
+	}
+	return (int64_t)t->n++;
+}
+
+static int64_t clamp_i64(double v)
+{
+	if (!(v > 0))
+		return 0;
+	if (v >= 9.2e18)
+		return INT64_MAX;
+	return llround(v);
+}
+
+static int gzip_buf(const uint8_t *in, size_t len, uint8_t **out, size_t *outlen)
+{
+	z_stream zs = { 0 };
+	uLong bound;
+	int ret;
+
+	if (deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -ENOMEM;
+	bound = deflateBound(&zs, len) + 64;
+	*out = malloc(bound);
+	if (!*out) {
+		deflateEnd(&zs);
+		return -ENOMEM;
+	}
+	zs.next_in = (Bytef *)in;
+	zs.avail_in = (uInt)len;
+	zs.next_out = *out;
+	zs.avail_out = (uInt)bound;
+	ret = deflate(&zs, Z_FINISH);
+	*outlen = zs.total_out;
+	deflateEnd(&zs);
+	if (ret != Z_STREAM_END) {
+		free(*out);
+		*out = NULL;
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Everything the profile points to, freed in one place. */
+struct pp {
+	struct strtab st;
+	ValueType vt[4], period_type;
+	ValueType *vtp[4];
+	Sample *samples;
+	Sample **samplep;
+	uint64_t *loc_ids;
+	int64_t *values;
+	Mapping *maps;
+	Mapping **mapp;
+	Location *locs;
+	Location **locp;
+	Line *lines;
+	Line **linep;
+	Function *funcs;
+	Function **funcp;
+	int64_t *comments;
+	int64_t *frame_func;	/* frame -> function index */
+	int64_t *frame_map;	/* frame -> mapping index */
+};
+
+static void pp_free(struct pp *p)
+{
+	for (size_t i = 0; i < p->st.n; i++)
+		free(p->st.s[i]);
+	free(p->st.s);
+	rp_intern__free(p->st.idx);
+	free(p->samples);
+	free(p->samplep);
+	free(p->loc_ids);
+	free(p->values);
+	free(p->maps);
+	free(p->mapp);
+	free(p->locs);
+	free(p->locp);
+	free(p->lines);
+	free(p->linep);
+	free(p->funcs);
+	free(p->funcp);
+	free(p->comments);
+	free(p->frame_func);
+	free(p->frame_map);
+}
+
+#define STR(p, s)                                                                             \
+	({                                                                                     \
+		int64_t ___i = strtab_get(&(p)->st, (s));                                      \
+		if (___i < 0)                                                                  \
+			goto nomem;                                                            \
+		___i;                                                                          \
+	})
+
+/* Functions (by name and file) and mappings (by object) of every frame. */
+static int pp_functions(struct pp *p, const struct rp_model *m, Profile *prof)
+{
+	size_t nf = 0, nm = 0, nfr = m->nframes ? m->nframes : 1;
+	int64_t *fn_name = NULL, *fn_file = NULL, *map_name = NULL;
+	char buf[32];
+
+	p->frame_func = malloc(nfr * sizeof(int64_t));
+	p->frame_map = malloc(nfr * sizeof(int64_t));
+	p->funcs = calloc(nfr, sizeof(*p->funcs));
+	p->funcp = calloc(nfr, sizeof(*p->funcp));
+	p->maps = calloc(nfr, sizeof(*p->maps));
+	p->mapp = calloc(nfr, sizeof(*p->mapp));
+	fn_name = malloc(nfr * sizeof(int64_t));
+	fn_file = malloc(nfr * sizeof(int64_t));
+	map_name = malloc(nfr * sizeof(int64_t));
+	if (!p->frame_func || !p->frame_map || !p->funcs || !p->funcp || !p->maps || !p->mapp ||
+	    !fn_name || !fn_file || !map_name)
+		goto nomem;
+	/* Strings are interned: (name index, file index) keys a function, the object's index
+	 * a mapping. */
+	{
+		struct rp_u64map *fmap = rp_u64map__new(), *mmap_ = rp_u64map__new();
+
+		if (!fmap || !mmap_) {
+			rp_u64map__free(fmap);
+			rp_u64map__free(mmap_);
+			goto nomem;
+		}
+		for (size_t i = 0; i < m->nframes; i++) {
+			const struct rp_frame *fr = &m->frames[i];
+			int64_t name = strtab_get(&p->st, rp_frame__name(m, (uint32_t)i, buf,
+									 sizeof(buf)));
+			int64_t file = strtab_get(&p->st, fr->file);
+			int64_t obj = strtab_get(&p->st, fr->object);
+			uint32_t idx;
+
+			if (name < 0 || file < 0 || obj < 0 || name >= (1 << 30) || file >= (1 << 30))
+				goto nomem_maps;
+			if (rp_u64map__get(fmap, (uint64_t)name << 30 | (uint64_t)file, &idx)) {
+				idx = (uint32_t)nf;
+				fn_name[nf] = name;
+				fn_file[nf] = file;
+				nf++;
+				if (rp_u64map__put(fmap, (uint64_t)name << 30 | (uint64_t)file, idx))
+					goto nomem_maps;
+			}
+			p->frame_func[i] = idx;
+			if (rp_u64map__get(mmap_, (uint64_t)obj, &idx)) {
+				idx = (uint32_t)nm;
+				map_name[nm++] = obj;
+				if (rp_u64map__put(mmap_, (uint64_t)obj, idx))
+					goto nomem_maps;
+			}
+			p->frame_map[i] = idx;
+		}
+		rp_u64map__free(fmap);
+		rp_u64map__free(mmap_);
+		goto built;
+nomem_maps:
+		rp_u64map__free(fmap);
+		rp_u64map__free(mmap_);
+		goto nomem;
+	}
+built:
+	for (size_t i = 0; i < nf; i++) {
+		Function *f = &p->funcs[i];
+
+		perftools__profiles__function__init(f);
+		f->id = i + 1;
+		f->name = fn_name[i];
+		f->system_name = fn_name[i];
+		f->filename = fn_file[i];
+		p->funcp[i] = f;
+	}
+	for (size_t i = 0; i < nm; i++) {
+		Mapping *mp = &p->maps[i];
+
+		perftools__profiles__mapping__init(mp);
+		mp->id = i + 1;
+		mp->filename = map_name[i];
+		mp->has_functions = 1;
+		mp->has_filenames = 1;
+		mp->has_line_numbers = 1;
+		p->mapp[i] = mp;
+	}
+	prof->n_function = nf;
+	prof->function = p->funcp;
+	prof->n_mapping = nm;
+	prof->mapping = p->mapp;
+	free(fn_name);
+	free(fn_file);
+	free(map_name);
+	return 0;
+nomem:
+	free(fn_name);
+	free(fn_file);
+	free(map_name);
+	return -ENOMEM;
+}
+
+/* One Location per frame: id = frame + 1. */
+static int pp_locations(struct pp *p, const struct rp_model *m, Profile *prof)
+{
+	size_t nfr = m->nframes ? m->nframes : 1;
+
+	p->locs = calloc(nfr, sizeof(*p->locs));
+	p->locp = calloc(nfr, sizeof(*p->locp));
+	p->lines = calloc(nfr, sizeof(*p->lines));
+	p->linep = calloc(nfr, sizeof(*p->linep));
+	if (!p->locs || !p->locp || !p->lines || !p->linep)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->nframes; i++) {
+		Location *l = &p->locs[i];
+		Line *ln = &p->lines[i];
+
+		perftools__profiles__location__init(l);
+		perftools__profiles__line__init(ln);
+		ln->function_id = (uint64_t)p->frame_func[i] + 1;
+		ln->line = m->frames[i].line;
+		p->linep[i] = ln;
+		l->id = i + 1;
+		l->mapping_id = (uint64_t)p->frame_map[i] + 1;
+		l->n_line = 1;
+		l->line = &p->linep[i];
+		p->locp[i] = l;
+	}
+	prof->n_location = m->nframes;
+	prof->location = p->locp;
+	return 0;
+}
+
+static int pp_samples(struct pp *p, const struct rp_model *m, Profile *prof)
+{
+	size_t ns = 0, nloc = 0;
+
+	for (size_t i = 0; i < m->nstacks; i++) {
+		const struct rp_stackval *v = &m->stack_vals[i];
+
+		if (v->bytes > 0 || v->blocks > 0) {
+			ns++;
+			nloc += m->stacks[i].eff_len;
+		}
+	}
+	p->samples = calloc(ns ? ns : 1, sizeof(*p->samples));
+	p->samplep = calloc(ns ? ns : 1, sizeof(*p->samplep));
+	p->loc_ids = calloc(nloc ? nloc : 1, sizeof(*p->loc_ids));
+	p->values = calloc((ns ? ns : 1) * 4, sizeof(*p->values));
+	if (!p->samples || !p->samplep || !p->loc_ids || !p->values)
+		return -ENOMEM;
+	ns = nloc = 0;
+	for (size_t i = 0; i < m->nstacks; i++) {
+		const struct rp_stackval *v = &m->stack_vals[i];
+		const struct rp_stack *s = &m->stacks[i];
+		Sample *sm = &p->samples[ns];
+
+		if (!(v->bytes > 0 || v->blocks > 0))
+			continue;
+		perftools__profiles__sample__init(sm);
+		sm->location_id = &p->loc_ids[nloc];
+		for (uint32_t k = s->eff_len; k-- > 0;)	/* leaf first */
+			p->loc_ids[nloc++] = (uint64_t)m->stack_frames[s->off + k] + 1;
+		sm->n_location_id = s->eff_len;
+		sm->value = &p->values[ns * 4];
+		sm->n_value = 4;
+		sm->value[0] = clamp_i64(v->blocks);
+		sm->value[1] = clamp_i64(v->bytes);
+		sm->value[2] = clamp_i64(v->live_blocks);
+		sm->value[3] = clamp_i64(v->live_bytes);
+		p->samplep[ns++] = sm;
+	}
+	prof->n_sample = ns;
+	prof->sample = p->samplep;
+	return 0;
+}
+
+int rp_write_pprof(const struct rp_model *m, const char *path)
+{
+	static const char *const types[4][2] = {
+		{ "alloc_objects", "count" }, { "alloc_space", "bytes" },
+		{ "inuse_objects", "count" }, { "inuse_space", "bytes" },
+	};
+	Profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
+	struct pp p = { 0 };
+	uint8_t *raw = NULL, *gz = NULL;
+	size_t rawlen, gzlen;
+	uint64_t t0 = UINT64_MAX, t1 = 0;
+	char *comment = NULL;
+	int err;
+
+	p.st.idx = rp_intern__new();
+	if (!p.st.idx)
+		goto nomem;
+	STR(&p, "");
+	for (int i = 0; i < 4; i++) {
+		perftools__profiles__value_type__init(&p.vt[i]);
+		p.vt[i].type = STR(&p, types[i][0]);
+		p.vt[i].unit = STR(&p, types[i][1]);
+		p.vtp[i] = &p.vt[i];
+	}
+	prof.n_sample_type = 4;
+	prof.sample_type = p.vtp;
+	prof.default_sample_type = STR(&p, m->opts.live ? "inuse_space" : "alloc_space");
+	perftools__profiles__value_type__init(&p.period_type);
+	p.period_type.type = STR(&p, "space");
+	p.period_type.unit = STR(&p, "bytes");
+	prof.period_type = &p.period_type;
+	if (m->ntraces)
+		prof.period = clamp_i64(m->traces[0].word_bytes / m->traces[0].rate);
+	for (size_t i = 0; i < m->ntraces; i++) {
+		const struct rp_trace *t = &m->traces[i];
+
+		if (t->start_us + t->win_start < t0)
+			t0 = t->start_us + t->win_start;
+		if (t->start_us + t->win_end > t1)
+			t1 = t->start_us + t->win_end;
+	}
+	if (m->ntraces && t1 >= t0) {
+		prof.time_nanos = (int64_t)(t0 * 1000);
+		prof.duration_nanos = (int64_t)((t1 - t0) * 1000);
+	}
+	p.comments = calloc(m->ntraces + 1, sizeof(*p.comments));
+	if (!p.comments)
+		goto nomem;
+	for (size_t i = 0; i < m->ntraces; i++) {
+		const struct rp_trace *t = &m->traces[i];
+
+		if (asprintf(&comment, "memprofctl report: %s (%s pid %llu, rate %g)", t->path,
+			     t->executable, (unsigned long long)t->pid, t->rate) < 0)
+			goto nomem;
+		p.comments[i] = STR(&p, comment);
+		free(comment);
+		comment = NULL;
+	}
+	prof.n_comment = m->ntraces;
+	prof.comment = p.comments;
+
+	err = pp_functions(&p, m, &prof);
+	if (!err)
+		err = pp_locations(&p, m, &prof);
+	if (!err)
+		err = pp_samples(&p, m, &prof);
+	if (err)
+		goto out;
+	prof.n_string_table = p.st.n;
+	prof.string_table = p.st.s;
+
+	rawlen = perftools__profiles__profile__get_packed_size(&prof);
+	raw = malloc(rawlen ? rawlen : 1);
+	if (!raw)
+		goto nomem;
+	perftools__profiles__profile__pack(&prof, raw);
+	err = gzip_buf(raw, rawlen, &gz, &gzlen);
+	if (!err)
+		err = rp_write_file_atomic(path, gz, gzlen);
+	goto out;
+nomem:
+	err = -ENOMEM;
+out:
+	free(comment);
+	free(raw);
+	free(gz);
+	pp_free(&p);
+	return err;
+}

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * memprofctl report: read memtrace traces offline and turn their samples into unbiased
+ * estimates per allocation site, leak suspects, a live-heap timeline, a flame graph and a
+ * pprof profile.
+ *
+ * Data flow: rp_model__load() streams each trace through the libmemprof reader and keeps one
+ * small record per sampled block (times, words, samples, interned stack). rp_model__analyze()
+ * aggregates the blocks inside the time window into sites (by function, line, stack or
+ * object). The output modules (text, JSON, SVG, pprof) only read the analyzed model.
+ *
+ * Estimators (a block of w = length + 1 words gets n ~ Binomial(w, λ) samples; it is in the
+ * trace iff n >= 1, which has probability p(w) = 1 - (1 - λ)^w):
+ *   bytes      Σ n/λ · B              Var = Σ w(1-λ)/λ · B², estimated by Σ n(1-λ)/λ² · B²
+ *   blocks     Σ 1/p(w)               (Horvitz-Thompson) Var estimated by Σ (1-p)/p²
+ * with B = word_size/8 bytes per word. Each trace is unbiased with its own λ and traces are
+ * merged by adding estimates and variances.
+ */
+#ifndef MEMPROF_REPORT_H
+#define MEMPROF_REPORT_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Hard limits on what a trace can make us hold. */
+#define RP_MAX_BLOCKS	(64u << 20)	/* sampled blocks over all traces */
+#define RP_MAX_FRAMES	(16u << 20)	/* distinct frames */
+#define RP_MAX_STACKS	(16u << 20)	/* distinct stacks */
+#define RP_MAX_CODES	(16u << 20)	/* location codes per trace */
+#define RP_MAX_TRACES	1024u
+#define RP_MAX_POINTS	1000u		/* live-heap timeline points */
+#define RP_NO_FREE	UINT64_MAX
+
+enum rp_by {
+	RP_BY_FUNCTION,
+	RP_BY_LINE,
+	RP_BY_STACK,
+	RP_BY_OBJECT,
+};
+
+/* An estimate and its variance; se = sqrt(var). */
+struct rp_est {
+	double est;
+	double var;
+};
+
+struct rp_frame {
+	char *func;		/* "" when unknown */
+	char *file;		/* "" when unknown */
+	char *object;		/* object basename, or the executable's when the file is a source */
+	uint32_t line;
+	uint64_t code;		/* the location code (for frames without a location) */
+	bool allocator;		/* malloc, operator new, ...: skipped at the innermost end */
+};
+
+struct rp_stack {
+	uint32_t off;		/* into model.stack_frames */
+	uint32_t len;		/* frames, outermost first */
+	uint32_t eff_len;	/* without innermost allocator frames (at least 1 if len > 0) */
+	uint32_t site;		/* filled by rp_model__analyze */
+};
+
+struct rp_block {
+	uint64_t t_alloc;	/* µs since its trace's start */
+	uint64_t t_free;	/* µs since its trace's start, or RP_NO_FREE */
+	uint64_t length;	/* words, header excluded */
+	uint64_t nsamples;
+	uint32_t stack;
+	uint16_t trace;
+};
+
+struct rp_trace {
+	char *path;
+	char *executable;
+	char *host;
+	char *context;
+	uint64_t pid;
+	uint64_t start_us;	/* µs since the epoch */
+	uint64_t end_us;	/* time of the last event, µs since start */
+	uint64_t first_alloc_us;	/* time of the first allocation, µs since start */
+	double rate;		/* λ */
+	double word_bytes;	/* word_size / 8 */
+	unsigned int word_size;
+	unsigned int version;
+	size_t first_block;
+	size_t nblocks;
+	uint64_t collects, promotes, unmatched_collects, warnings;
+	uint64_t sum_nsamples, sum_length;
+	/* The analysis window of this trace, µs since start (from the first allocation or
+	 * --since, to the last event or --until), and the leak-tail cutoff. */
+	uint64_t win_start, win_end, young_after;
+};
+
+struct rp_site {
+	char *key;		/* display name */
+	uint32_t frame;		/* representative innermost frame (function/line/object) */
+	uint32_t stack;		/* a representative stack (RP_BY_STACK) */
+	struct rp_est bytes, blocks;		/* allocated in the window */
+	struct rp_est live_bytes, live_blocks;	/* still live at the window's end */
+	struct rp_est old_live_bytes, old_live_blocks;	/* live and not young */
+	uint64_t sampled, samples, sampled_live, sampled_old_live, sampled_freed;
+	/* Lifetimes of freed sampled blocks and ages of live ones at the window end, in µs. */
+	uint64_t *lifetimes;
+	size_t nlifetimes, cap_lifetimes;
+	uint64_t *ages;
+	size_t nages, cap_ages;
+	double life_median_s, life_p90_s, age_median_s, age_max_s;
+};
+
+struct rp_stackval {
+	double bytes, blocks, live_bytes, live_blocks;
+};
+
+struct rp_point {
+	double t_s;			/* seconds since the earliest window start */
+	struct rp_est live_bytes;
+};
+
+struct rp_options {
+	enum rp_by by;
+	unsigned int top;
+	bool live;			/* rank, flame graph and pprof default by live bytes */
+	bool has_since, has_until;
+	uint64_t since_us, until_us;	/* from each trace's start */
+	double tail;			/* fraction of the window treated as young (leaks) */
+	unsigned int points;		/* live-heap timeline points */
+	bool progress;			/* print read progress on stderr */
+};
+
+struct rp_model {
+	struct rp_options opts;
+	struct rp_trace *traces;
+	size_t ntraces, cap_traces;
+	struct rp_block *blocks;
+	size_t nblocks, cap_blocks;
+	struct rp_frame *frames;
+	size_t nframes, cap_frames;
+	uint32_t *stack_frames;
+	size_t nstack_frames, cap_stack_frames;
+	struct rp_stack *stacks;
+	size_t nstacks, cap_stacks;
+	struct rp_intern *frame_idx;	/* private lookup tables */
+	struct rp_intern *stack_idx;
+	struct rp_intern *site_idx;
+
+	/* Results of rp_model__analyze(). */
+	struct rp_site *sites;
+	size_t nsites, cap_sites;
+	uint32_t *by_bytes;		/* site indices, ranked */
+	uint32_t *by_blocks;
+	uint32_t *suspects;		/* sites with old live blocks, ranked by old live bytes */
+	size_t nsuspects;
+	struct rp_est total_bytes, total_blocks, total_live_bytes, total_live_blocks;
+	uint64_t total_sampled, total_samples, total_sampled_live;
+	struct rp_point *timeline;
+	size_t npoints;
+	double span_s;			/* timeline span */
+	struct rp_stackval *stack_vals;	/* per stack, over the window */
+};
+
+struct rp_model *rp_model__new(const struct rp_options *opts);
+void rp_model__free(struct rp_model *m);	/* NULL-safe */
+
+/*
+ * Read one trace into the model. Returns 0 or -errno; on failure @err (of @errlen bytes)
+ * says why (the reader's message for a malformed trace: offset and rule).
+ */
+int rp_model__load(struct rp_model *m, const char *path, char *err, size_t errlen);
+
+/* Aggregate the loaded blocks (window, sites, ranks, leaks, timeline). Returns 0 or -errno. */
+int rp_model__analyze(struct rp_model *m);
+
+/* A frame's display name: function, else file, else the code in hex. */
+const char *rp_frame__name(const struct rp_model *m, uint32_t frame, char *buf, size_t len);
+
+static inline double rp_se(const struct rp_est *e)
+{
+	return e->var > 0 ? sqrt(e->var) : 0.0;
+}
+
+/* Outputs. Each returns 0 or -errno and writes its file atomically (temp + rename). */
+int rp_print_text(const struct rp_model *m, FILE *f);
+int rp_print_json(const struct rp_model *m, FILE *f);
+int rp_write_flamegraph(const struct rp_model *m, const char *path);
+int rp_write_pprof(const struct rp_model *m, const char *path);
+
+/* Parse "1.5", "1.5s", "500ms", "20us", "2m" into µs. Returns 0 or -EINVAL. */
+int rp_parse_duration(const char *s, uint64_t *us);
+
+/* Helpers shared by the outputs. */
+const char *rp_by_name(enum rp_by by);
+/* Human-readable bytes ("12.3 MiB") into @buf. */
+const char *rp_fmt_bytes(double bytes, char *buf, size_t len);
+/* Write @len bytes of @data to @path via a temporary file and rename. Returns 0 or -errno. */
+int rp_write_file_atomic(const char *path, const void *data, size_t len);
+
+#endif

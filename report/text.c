@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* The human-readable report: traces, totals with error bars, top sites, leaks, live heap. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "report/report.h"
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+/*
+ * A site's name for a table. Whole stacks are shortened for reading: runs of one frame
+ * (recursion) print once with a count, and at most 12 distinct entries are shown. The JSON
+ * output keeps the full key.
+ */
+static void print_site(const struct rp_model *m, const struct rp_site *s, FILE *f)
+{
+	const struct rp_stack *st = &m->stacks[s->stack];
+	const uint32_t *fr = &m->stack_frames[st->off];
+	unsigned int shown = 0;
+	char buf[32];
+
+	if (m->opts.by != RP_BY_STACK) {
+		fputs(s->key, f);
+		return;
+	}
+	for (uint32_t i = st->eff_len; i-- > 0;) {
+		uint32_t run = 1;
+
+		while (i > 0 && fr[i - 1] == fr[i]) {
+			run++;
+			i--;
+		}
+		if (shown == 12) {
+			fprintf(f, " <- ... (%u more frames)", i + run);
+			break;
+		}
+		fprintf(f, "%s%s", shown ? " <- " : "", rp_frame__name(m, fr[i], buf, sizeof(buf)));
+		if (run > 1)
+			fprintf(f, " (x%u)", run);
+		shown++;
+	}
+}
+
+static void print_traces(const struct rp_model *m, FILE *f)
+{
+	uint64_t blocks = 0, samples = 0, frees = 0;
+
+	for (size_t i = 0; i < m->ntraces; i++) {
+		blocks += m->traces[i].nblocks;
+		samples += m->traces[i].sum_nsamples;
+		frees += m->traces[i].collects;
+	}
+	fprintf(f, "Traces: %zu (%llu sampled blocks, %llu samples, %llu frees)\n", m->ntraces,
+		(unsigned long long)blocks, (unsigned long long)samples,
+		(unsigned long long)frees);
+	for (size_t i = 0; i < m->ntraces; i++) {
+		const struct rp_trace *t = &m->traces[i];
+
+		fprintf(f, "  %s: '%s' pid %llu%s%s, format v%u, rate %g, %u-bit words, %.3f s",
+			base_name(t->path), t->executable, (unsigned long long)t->pid,
+			t->host[0] ? " on " : "", t->host, t->version, t->rate, t->word_size,
+			(double)t->end_us / 1e6);
+		if (t->warnings)
+			fprintf(f, ", %llu warnings", (unsigned long long)t->warnings);
+		if (t->unmatched_collects)
+			fprintf(f, ", %llu unmatched frees",
+				(unsigned long long)t->unmatched_collects);
+		fputc('\n', f);
+	}
+	if (m->ntraces) {
+		const struct rp_trace *t = &m->traces[0];
+
+		fprintf(f, "Window: %.3f s .. %.3f s from each trace's start%s; sites by %s; "
+			"estimates ± 1 standard error\n",
+			(double)t->win_start / 1e6, (double)t->win_end / 1e6,
+			m->ntraces > 1 ? " (first trace shown)" : "", rp_by_name(m->opts.by));
+	}
+}
+
+static void print_total(FILE *f, const char *what, const struct rp_est *e, bool bytes)
+{
+	char b1[32], b2[32];
+
+	if (bytes)
+		fprintf(f, "  %-13s %12s ± %-12s (%.0f ± %.0f bytes)\n", what,
+			rp_fmt_bytes(e->est, b1, sizeof(b1)), rp_fmt_bytes(rp_se(e), b2, sizeof(b2)),
+			e->est, rp_se(e));
+	else
+		fprintf(f, "  %-13s %12.0f ± %.0f\n", what, e->est, rp_se(e));
+}
+
+static void print_sites(const struct rp_model *m, FILE *f, const uint32_t *order,
+			const char *title)
+{
+	size_t n = m->nsites < m->opts.top ? m->nsites : m->opts.top;
+	double total = m->opts.live ? m->total_live_bytes.est : m->total_bytes.est;
+
+	fprintf(f, "\nTop %zu sites by %s%s (by %s)\n", n, m->opts.live ? "live " : "", title,
+		rp_by_name(m->opts.by));
+	fprintf(f, "  %3s %11s %11s %6s %12s %10s %11s  %s\n", "#", "bytes", "± SE", "%",
+		"allocations", "± SE", "live bytes", "site");
+	for (size_t i = 0; i < n; i++) {
+		const struct rp_site *s = &m->sites[order[i]];
+		double v = m->opts.live ? s->live_bytes.est : s->bytes.est;
+		char b1[32], b2[32], b3[32];
+
+		fprintf(f, "  %3zu %11s %11s %5.1f%% %12.0f %10.0f %11s  ", i + 1,
+			rp_fmt_bytes(s->bytes.est, b1, sizeof(b1)),
+			rp_fmt_bytes(rp_se(&s->bytes), b2, sizeof(b2)),
+			total > 0 ? 100.0 * v / total : 0.0, s->blocks.est, rp_se(&s->blocks),
+			rp_fmt_bytes(s->live_bytes.est, b3, sizeof(b3)));
+		print_site(m, s, f);
+		fputc('\n', f);
+	}
+	if (!n)
+		fprintf(f, "  (no allocations in the window)\n");
+}
+
+static void print_leaks(const struct rp_model *m, FILE *f)
+{
+	fprintf(f, "\nLeak suspects: sites with sampled blocks still live at the end that were "
+		"allocated before the last %.0f%% of the window\n", m->opts.tail * 100);
+	if (!m->nsuspects) {
+		fprintf(f, "  none\n");
+		return;
+	}
+	fprintf(f, "  %3s %11s %11s %10s %9s %7s %19s %19s  %s\n", "#", "live bytes", "± SE",
+		"live blks", "old/live", "freed", "lifetime med/p90 s", "live age med/max s",
+		"site");
+	for (size_t i = 0; i < m->nsuspects; i++) {
+		const struct rp_site *s = &m->sites[m->suspects[i]];
+		char b1[32], b2[32], life[32], age[32], ratio[24];
+
+		if (s->nlifetimes)
+			snprintf(life, sizeof(life), "%.3f/%.3f", s->life_median_s, s->life_p90_s);
+		else
+			snprintf(life, sizeof(life), "never freed");
+		snprintf(age, sizeof(age), "%.3f/%.3f", s->age_median_s, s->age_max_s);
+		snprintf(ratio, sizeof(ratio), "%llu/%llu",
+			 (unsigned long long)s->sampled_old_live,
+			 (unsigned long long)s->sampled_live);
+		fprintf(f, "  %3zu %11s %11s %10.0f %9s %6.1f%% %19s %19s  ", i + 1,
+			rp_fmt_bytes(s->live_bytes.est, b1, sizeof(b1)),
+			rp_fmt_bytes(rp_se(&s->live_bytes), b2, sizeof(b2)), s->live_blocks.est,
+			ratio, s->sampled ? 100.0 * (double)s->sampled_freed / (double)s->sampled : 0,
+			life, age);
+		print_site(m, s, f);
+		fputc('\n', f);
+	}
+}
+
+static void print_timeline(const struct rp_model *m, FILE *f)
+{
+	double peak = 0;
+
+	if (!m->npoints)
+		return;
+	for (size_t i = 0; i < m->npoints; i++)
+		if (m->timeline[i].live_bytes.est > peak)
+			peak = m->timeline[i].live_bytes.est;
+	fprintf(f, "\nLive heap over time (seconds from the earliest window start)\n");
+	fprintf(f, "  %10s %11s %11s\n", "t (s)", "live bytes", "± SE");
+	for (size_t i = 0; i < m->npoints; i++) {
+		const struct rp_point *p = &m->timeline[i];
+		char b1[32], b2[32], bar[41];
+		int w = peak > 0 ? (int)lround(40 * p->live_bytes.est / peak) : 0;
+
+		memset(bar, '#', (size_t)w);
+		bar[w] = '\0';
+		fprintf(f, "  %10.3f %11s %11s  %s\n", p->t_s,
+			rp_fmt_bytes(p->live_bytes.est, b1, sizeof(b1)),
+			rp_fmt_bytes(rp_se(&p->live_bytes), b2, sizeof(b2)), bar);
+	}
+}
+
+int rp_print_text(const struct rp_model *m, FILE *f)
+{
+	print_traces(m, f);
+	fprintf(f, "\nTotals (%llu sampled blocks in the window, %llu still live)\n",
+		(unsigned long long)m->total_sampled, (unsigned long long)m->total_sampled_live);
+	print_total(f, "allocated", &m->total_bytes, true);
+	print_total(f, "allocations", &m->total_blocks, false);
+	print_total(f, "live at end", &m->total_live_bytes, true);
+	print_total(f, "live blocks", &m->total_live_blocks, false);
+	print_sites(m, f, m->by_bytes, "estimated bytes");
+	print_sites(m, f, m->by_blocks, "estimated allocations");
+	print_leaks(m, f);
+	print_timeline(m, f);
+	if (fflush(f) || ferror(f))
+		return -EIO;
+	return 0;
+}

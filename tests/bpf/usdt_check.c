@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Attach real uprobes to libmemprof-preload's USDT probes in a real process and check what
+ * arrives (tests/bpf/preload-usdt.sh, root).
+ *
+ *	usdt_check [--no-attach] LIB WORKLOAD
+ *
+ * Starts WORKLOAD (tests/workloads/pl_usdt.c) with LD_PRELOAD=LIB and MEMPROF_RATE=0.01,
+ * waits until it runs, attaches memprof:alloc and memprof:free to it with
+ * bpf_program__attach_usdt() (which sets the semaphore's ref_ctr_offset, so the kernel
+ * arms the library), lets it allocate, and compares the events with the library's own
+ * counters. With --no-attach the library must stay disarmed: no hook runs, nothing arrives.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+
+#include <memprof/preload.h>
+
+#include "tests/bpf/usdt_check.h"
+#include "usdt_check.skel.h"
+
+#define MAX_EVENTS (1 << 20)
+
+static struct uc_event *events;
+static size_t nevents;
+static int failures;
+
+static void result(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void result(bool ok, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("%s: usdt: ", ok ? "PASS" : "FAIL");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	failures += !ok;
+}
+
+static int on_event(void *ctx, void *data, size_t len)
+{
+	if (len >= sizeof(struct uc_event) && nevents < MAX_EVENTS)
+		events[nevents++] = *(struct uc_event *)data;
+	return 0;
+}
+
+static int cmp_addr(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	bool attach = true;
+	struct usdt_check_bpf *skel = NULL;
+	struct bpf_link *links[2] = { NULL, NULL };
+	struct ring_buffer *rb = NULL;
+	int go[2], rep[2], ep = -1, status;
+	char stats[256] = "";
+	size_t stats_len = 0;
+	pid_t pid;
+	const char *lib, *wl;
+
+	if (argc > 1 && !strcmp(argv[1], "--no-attach")) {
+		attach = false;
+		argv++;
+		argc--;
+	}
+	if (argc != 3) {
+		fprintf(stderr, "usage: usdt_check [--no-attach] LIB WORKLOAD\n");
+		return 2;
+	}
+	lib = argv[1];
+	wl = argv[2];
+	events = calloc(MAX_EVENTS, sizeof(*events));
+	skel = usdt_check_bpf__open_and_load();
+	if (!events || !skel) {
+		fprintf(stderr, "Failed to load the BPF program: %s\n", strerror(errno));
+		return 1;
+	}
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_event, NULL, NULL);
+	if (!rb || pipe2(go, O_CLOEXEC) || pipe2(rep, O_CLOEXEC)) {
+		fprintf(stderr, "Failed to set up the ring buffer: %s\n", strerror(errno));
+		return 1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		if (dup2(go[0], 3) < 0 || dup2(rep[1], 4) < 0)
+			_exit(127);
+		setenv("LD_PRELOAD", lib, 1);
+		setenv("MEMPROF_RATE", "0.01", 1);
+		unsetenv("MEMPROF_ARM");
+		unsetenv("MEMPROF_TEST_LOG");
+		execl(wl, wl, (char *)NULL);
+		_exit(127);
+	}
+	close(go[0]);
+	close(rep[1]);
+	char c;
+
+	if (pid < 0 || read(rep[0], &c, 1) != 1 || c != 'R') {
+		fprintf(stderr, "Failed to start '%s'\n", wl);
+		return 1;
+	}
+	if (attach) {
+		links[0] = bpf_program__attach_usdt(skel->progs.on_alloc, pid, lib, "memprof",
+						    "alloc", NULL);
+		links[1] = bpf_program__attach_usdt(skel->progs.on_free, pid, lib, "memprof", "free",
+						    NULL);
+		if (!links[0] || !links[1]) {
+			fprintf(stderr, "Failed to attach to the USDT probes of '%s': %s\n", lib,
+				strerror(errno));
+			kill(pid, SIGKILL);
+			return 1;
+		}
+	}
+	if (write(go[1], "G", 1) != 1)
+		return 1;
+
+	/* Wait for events and for the workload's report (then EOF), never by sleeping. */
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	ev.data.fd = ring_buffer__epoll_fd(rb);
+	epoll_ctl(ep, EPOLL_CTL_ADD, ev.data.fd, &ev);
+	ev.data.fd = rep[0];
+	epoll_ctl(ep, EPOLL_CTL_ADD, rep[0], &ev);
+	for (bool eof = false; !eof;) {
+		struct epoll_event out[2];
+		int n = epoll_wait(ep, out, 2, -1);
+
+		if (n < 0 && errno != EINTR)
+			break;
+		for (int i = 0; i < n; i++) {
+			if (out[i].data.fd == rep[0]) {
+				ssize_t r = read(rep[0], stats + stats_len,
+						 sizeof(stats) - 1 - stats_len);
+
+				if (r <= 0)
+					eof = true;
+				else
+					stats_len += (size_t)r;
+			} else {
+				ring_buffer__consume(rb);
+			}
+		}
+	}
+	waitpid(pid, &status, 0);
+	ring_buffer__consume(rb);
+
+	unsigned long hooks = 0, fhooks = 0, samples = 0, armings = 0, live = 0;
+
+	result(WIFEXITED(status) && WEXITSTATUS(status) == 0, "workload exited 0");
+	result(sscanf(stats, "%lu %lu %lu %lu %lu", &hooks, &fhooks, &samples, &armings,
+		      &live) == 5, "workload reported its counters (%s)", stats);
+
+	size_t nalloc = 0, nfree = 0, badsize = 0, unmatched = 0, other_pid = 0;
+	uint64_t nsum = 0, *live_addrs = calloc(nevents + 1, sizeof(uint64_t));
+	size_t nlive = 0;
+
+	for (size_t i = 0; i < nevents; i++) {
+		struct uc_event *e = &events[i];
+
+		other_pid += e->pid != (uint32_t)pid;
+		if (e->type == UC_ALLOC) {
+			nalloc++;
+			nsum += e->nsamples;
+			if ((e->size != 3000 && e->size != 50000) || e->kind != MEMPROF_PRELOAD_MALLOC ||
+			    e->nsamples < 1 || e->gen != 0)
+				badsize++;
+			live_addrs[nlive++] = e->addr;
+		} else {
+			bool found = false;
+
+			nfree++;
+			for (size_t j = nlive; j-- > 0;)
+				if (live_addrs[j] == e->addr) {
+					live_addrs[j] = live_addrs[--nlive];
+					found = true;
+					break;
+				}
+			unmatched += !found || e->kind != MEMPROF_PRELOAD_FREE;
+		}
+	}
+	qsort(live_addrs, nlive, sizeof(*live_addrs), cmp_addr);
+
+	if (attach) {
+		result(armings >= 1, "the attach armed the library through the semaphore "
+		       "(%lu armings)", armings);
+		result(nalloc > 100, "alloc events arrived (%zu)", nalloc);
+		result(nalloc == hooks, "one event per alloc hook (%zu events, %lu hooks)", nalloc,
+		       hooks);
+		result(nfree == fhooks, "one event per free hook (%zu events, %lu hooks)", nfree,
+		       fhooks);
+		result(nsum == samples, "nsamples as drawn in-process (%" PRIu64 " vs %lu)", nsum,
+		       samples);
+		result(badsize == 0, "sizes, kinds and nsamples are the workload's (%zu bad)",
+		       badsize);
+		result(unmatched == 0, "every free event names a sampled block (%zu unmatched)",
+		       unmatched);
+		result(nlive == live, "blocks left live match the library's count (%zu vs %lu)",
+		       nlive, live);
+		result(other_pid == 0, "only the target process reports");
+		result(skel->bss->drops == 0, "no ring buffer drops");
+	} else {
+		result(armings == 0, "without a probe the library never arms");
+		result(hooks == 0 && fhooks == 0, "without a probe no hook runs (%lu, %lu)", hooks,
+		       fhooks);
+		result(nevents == 0, "without a probe nothing arrives (%zu)", nevents);
+	}
+	free(live_addrs);
+	bpf_link__destroy(links[0]);
+	bpf_link__destroy(links[1]);
+	ring_buffer__free(rb);
+	usdt_check_bpf__destroy(skel);
+	free(events);
+	return failures ? 1 : 0;
+}

@@ -1,0 +1,374 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * gen_trace: simulate Gc.Memprof sampling of a known allocation program and write the trace
+ * with libmemprof's writer, plus the exact truth as JSON, for the report tests.
+ *
+ *   gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v VERSION] OUT.ctf TRUTH.json
+ *
+ * The program makes STEPS allocations, one every 10 µs, each from a site drawn by weight.
+ * Every word of every block (w = ceil(size/8) + 1 words, header included) is a sample point
+ * with probability RATE: a Bernoulli process over the allocation stream, simulated exactly
+ * with geometric gaps (xoshiro256** seeded by SplitMix64). Blocks with n >= 1 samples go to
+ * the trace. Freeing sites free each block after a random lifetime (a collect event if it
+ * was sampled); blocks whose free time falls after the end stay live. Leaking sites never
+ * free. The truth counts all blocks, sampled or not, in bytes of whole words (header
+ * included), which is what n/λ × 8 estimates.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <memprof/trace.h>
+
+#define STEP_US		10
+
+struct site {
+	const char *func, *file;
+	uint32_t line;
+	const char *alloc_fn;		/* innermost allocator frame, or NULL */
+	const char *inlined_into;	/* outer location of the same code (inlining), or NULL */
+	uint64_t size;			/* bytes */
+	double weight;
+	double max_life;		/* fraction of the duration; 0 = leaks */
+	/* truth */
+	uint64_t count, words, live_words, live_count;
+	uint64_t words_half, live_words_half;	/* window [0, T/2] */
+	/* Exact variances of the report's estimators over all blocks (not only sampled ones):
+	 * bytes Σ 64 w (1-λ)/λ, allocations Σ (1-p)/p with p = 1 - (1-λ)^w. */
+	double var_bytes, var_allocs, var_live_bytes, var_live_allocs, var_bytes_half,
+		var_live_bytes_half;
+};
+
+#define SITE(fn, fl, ln, af, inl, sz, wt, life)                                               \
+	{ .func = fn, .file = fl, .line = ln, .alloc_fn = af, .inlined_into = inl, .size = sz,  \
+	  .weight = wt, .max_life = life }
+
+static struct site sites[] = {
+	SITE("parse_request", "parse.c", 77, "malloc", "handle_conn", 48, 40, 0.005),
+	SITE("tiny_nodes", "list.c", 12, "malloc", NULL, 8, 30, 0.002),
+	SITE("build_index", "index.cc", 130, "operator new(unsigned long)", NULL, 4096, 5, 0.01),
+	SITE("leak_session", "session.c", 55, "malloc", NULL, 200, 8, 0),
+	SITE("cache_grow", "cache.c", 201, "calloc", NULL, 65536, 0.3, 0),
+	SITE("recent_buffers", "buffer.c", 9, "malloc", NULL, 1024, 4, 0.04),
+	SITE("libfoo_alloc", "libfoo.so.1+0x1a2b", 0, "malloc", NULL, 300, 6, 0.003),
+};
+#define NSITES (sizeof(sites) / sizeof(sites[0]))
+
+/* xoshiro256** with SplitMix64 seeding. */
+static uint64_t rng_s[4];
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+static uint64_t rng_next(void)
+{
+	uint64_t r = rotl(rng_s[1] * 5, 7) * 9, t = rng_s[1] << 17;
+
+	rng_s[2] ^= rng_s[0];
+	rng_s[3] ^= rng_s[1];
+	rng_s[1] ^= rng_s[2];
+	rng_s[0] ^= rng_s[3];
+	rng_s[2] ^= t;
+	rng_s[3] = rotl(rng_s[3], 45);
+	return r;
+}
+
+/* Uniform on (0, 1]. */
+static double rng_unit(void)
+{
+	return ((double)(rng_next() >> 11) + 1.0) / 9007199254740992.0;
+}
+
+/* Geometric(λ) on {1, 2, ...}: words up to and including the next sample point. */
+static uint64_t geom(double rate)
+{
+	if (rate >= 1)
+		return 1;
+	return (uint64_t)floor(log(rng_unit()) / log1p(-rate)) + 1;
+}
+
+struct pending {
+	uint64_t t, id;
+};
+
+static struct pending *heap;
+static size_t nheap, capheap;
+
+static int heap_push(uint64_t t, uint64_t id)
+{
+	size_t i;
+
+	if (nheap == capheap) {
+		size_t cap = capheap ? capheap * 2 : 1024;
+		struct pending *p = realloc(heap, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		heap = p;
+		capheap = cap;
+	}
+	i = nheap++;
+	while (i && heap[(i - 1) / 2].t > t) {
+		heap[i] = heap[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	heap[i] = (struct pending){ t, id };
+	return 0;
+}
+
+static struct pending heap_pop(void)
+{
+	struct pending top = heap[0], last = heap[--nheap];
+	size_t i = 0;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= nheap)
+			break;
+		if (c + 1 < nheap && heap[c + 1].t < heap[c].t)
+			c++;
+		if (heap[c].t >= last.t)
+			break;
+		heap[i] = heap[c];
+		i = c;
+	}
+	if (nheap)
+		heap[i] = last;
+	return top;
+}
+
+/* Location codes: 1 main, 2 run_loop, 10+i site i, 100+i allocator frame of site i. */
+static int define_locations(struct memprof_writer *w)
+{
+	struct memprof_location main_loc = { "main.c", "main", 10, 0, 0 };
+	struct memprof_location loop_loc = { "loop.c", "run_loop", 20, 0, 0 };
+	int err;
+
+	err = memprof_writer__location(w, 1, &main_loc, 1);
+	if (!err)
+		err = memprof_writer__location(w, 2, &loop_loc, 1);
+	for (size_t i = 0; i < NSITES && !err; i++) {
+		const struct site *s = &sites[i];
+		struct memprof_location locs[2] = {
+			{ "server.c", s->inlined_into, 40, 0, 0 },
+			{ s->file, s->func, s->line, 0, 0 },
+		};
+		struct memprof_location alloc = { "", s->alloc_fn, 0, 0, 0 };
+
+		if (s->inlined_into)
+			err = memprof_writer__location(w, 10 + i, locs, 2);
+		else
+			err = memprof_writer__location(w, 10 + i, &locs[1], 1);
+		if (!err && s->alloc_fn)
+			err = memprof_writer__location(w, 100 + i, &alloc, 1);
+	}
+	return err;
+}
+
+static void write_truth(FILE *f, double rate, uint64_t seed, uint64_t end_us)
+{
+	fprintf(f, "{\"rate\": %.17g, \"seed\": %llu, \"end_s\": %.6f, \"sites\": [\n", rate,
+		(unsigned long long)seed, (double)end_us / 1e6);
+	for (size_t i = 0; i < NSITES; i++) {
+		const struct site *s = &sites[i];
+
+		fprintf(f, "  {\"function\": \"%s\", \"file\": \"%s\", \"leak\": %s, "
+			"\"allocations\": %llu, \"bytes\": %llu, \"live_allocations\": %llu, "
+			"\"live_bytes\": %llu, \"bytes_half\": %llu, \"live_bytes_half\": %llu, "
+			"\"var_bytes\": %.17g, \"var_allocations\": %.17g, "
+			"\"var_live_bytes\": %.17g, \"var_live_allocations\": %.17g, "
+			"\"var_bytes_half\": %.17g, \"var_live_bytes_half\": %.17g}%s\n",
+			s->func, s->file, s->max_life > 0 ? "false" : "true",
+			(unsigned long long)s->count, (unsigned long long)s->words * 8,
+			(unsigned long long)s->live_count, (unsigned long long)s->live_words * 8,
+			(unsigned long long)s->words_half * 8,
+			(unsigned long long)s->live_words_half * 8, s->var_bytes, s->var_allocs,
+			s->var_live_bytes, s->var_live_allocs, s->var_bytes_half,
+			s->var_live_bytes_half, i + 1 < NSITES ? "," : "");
+	}
+	fprintf(f, "]}\n");
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t seed = 1, steps = 300000, start_us = 1795959672000000ull, x, countdown;
+	double rate = 1e-3, total_weight = 0;
+	struct memprof_writer_opts wo = { .sz = sizeof(wo), .version = 2 };
+	struct memprof_trace_info info = {
+		.word_size = 64, .executable_name = "/usr/bin/synth-server",
+		.host_name = "testhost", .runtime_params = "", .pid = 4242,
+		.context = "gen_trace",
+	};
+	struct memprof_writer *w;
+	uint64_t end_us, half_us;
+	FILE *tf;
+	int c, err;
+
+	while ((c = getopt(argc, argv, "s:r:n:v:")) != -1) {
+		switch (c) {
+		case 's':
+			seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'r':
+			rate = strtod(optarg, NULL);
+			break;
+		case 'n':
+			steps = strtoull(optarg, NULL, 0);
+			break;
+		case 'v':
+			wo.version = (uint16_t)atoi(optarg);
+			break;
+		default:
+			return 2;
+		}
+	}
+	if (argc - optind != 2 || !(rate > 0 && rate <= 1) || !steps) {
+		fprintf(stderr, "usage: gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v 2|3] "
+			"OUT.ctf TRUTH.json\n");
+		return 2;
+	}
+	x = seed;
+	for (int i = 0; i < 4; i++)
+		rng_s[i] = splitmix64(&x);
+	info.sample_rate = rate;
+	info.start_time_us = start_us;
+	w = memprof_writer__open(argv[optind], &info, &wo);
+	if (!w) {
+		fprintf(stderr, "gen_trace: Failed to create '%s': %s\n", argv[optind],
+			strerror(errno));
+		return 1;
+	}
+	err = define_locations(w);
+	if (err)
+		goto fail;
+	for (size_t i = 0; i < NSITES; i++)
+		total_weight += sites[i].weight;
+	end_us = (steps - 1) * STEP_US;
+	half_us = end_us / 2;
+	countdown = geom(rate);
+
+	for (uint64_t step = 0; step < steps; step++) {
+		uint64_t t = step * STEP_US, words, n = 0, free_t, id;
+		double vb, vc, p_tracked;
+		double pick = rng_unit() * total_weight;
+		struct site *s = &sites[NSITES - 1];
+		size_t si = NSITES - 1;
+
+		for (size_t i = 0; i < NSITES; i++) {
+			pick -= sites[i].weight;
+			if (pick <= 0) {
+				s = &sites[i];
+				si = i;
+				break;
+			}
+		}
+		while (nheap && heap[0].t <= t) {
+			struct pending p = heap_pop();
+
+			err = memprof_writer__collect(w, start_us + p.t, p.id);
+			if (err)
+				goto fail;
+		}
+		words = (s->size + 7) / 8 + 1;
+		/* Sample points falling in this block's words. */
+		if (words < countdown) {
+			countdown -= words;
+		} else {
+			uint64_t rest = words - countdown, g;
+
+			n = 1;
+			while ((g = geom(rate)) <= rest) {
+				n++;
+				rest -= g;
+			}
+			countdown = g - rest;
+		}
+		free_t = s->max_life > 0 ?
+			 t + (uint64_t)(rng_unit() * s->max_life * (double)end_us) : UINT64_MAX;
+		vb = 64.0 * (double)words * (1 - rate) / rate;
+		p_tracked = rate >= 1 ? 1 : -expm1((double)words * log1p(-rate));
+		vc = (1 - p_tracked) / p_tracked;
+		s->count++;
+		s->words += words;
+		s->var_bytes += vb;
+		s->var_allocs += vc;
+		if (free_t > end_us) {
+			s->live_count++;
+			s->live_words += words;
+			s->var_live_bytes += vb;
+			s->var_live_allocs += vc;
+		}
+		if (t <= half_us) {
+			s->words_half += words;
+			s->var_bytes_half += vb;
+			if (free_t > half_us) {
+				s->live_words_half += words;
+				s->var_live_bytes_half += vb;
+			}
+		}
+		if (!n)
+			continue;
+		{
+			uint64_t bt[4] = { 1, 2, 10 + si, 100 + si };
+
+			err = memprof_writer__alloc(w, start_us + t, words - 1, n,
+						    MEMPROF_SOURCE_EXTERNAL, bt,
+						    s->alloc_fn ? 4 : 3, &id);
+		}
+		if (err)
+			goto fail;
+		if (free_t <= end_us) {
+			err = heap_push(free_t, id);
+			if (err)
+				goto fail;
+		}
+	}
+	/* Frees due by the end; later ones never happen within the trace. */
+	while (nheap && heap[0].t <= end_us) {
+		struct pending p = heap_pop();
+
+		err = memprof_writer__collect(w, start_us + p.t, p.id);
+		if (err)
+			goto fail;
+	}
+	err = memprof_writer__close(w);
+	w = NULL;
+	if (err)
+		goto fail;
+	tf = fopen(argv[optind + 1], "we");
+	if (!tf) {
+		fprintf(stderr, "gen_trace: Failed to create '%s': %s\n", argv[optind + 1],
+			strerror(errno));
+		return 1;
+	}
+	write_truth(tf, rate, seed, end_us);
+	if (fclose(tf)) {
+		fprintf(stderr, "gen_trace: Failed to write '%s': %s\n", argv[optind + 1],
+			strerror(errno));
+		return 1;
+	}
+	free(heap);
+	return 0;
+fail:
+	fprintf(stderr, "gen_trace: Failed to write the trace: %s\n", strerror(-err));
+	memprof_writer__close(w);
+	free(heap);
+	return 1;
+}

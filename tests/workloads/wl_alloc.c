@@ -1,0 +1,500 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * A workload with exactly known allocations for the record tests (tests/bpf/record-*.sh).
+ * Every allocation happens in a noinline function named wl_site_* that does not tail-call the
+ * allocator, so the sampled stack's innermost frame names the site. For each site the program
+ * prints its truth on stdout:
+ *
+ *	TRUTH <site> words=<W> live_words=<L> blocks=<N>
+ *
+ * where W = Σ (ceil(size/8) + 1) over the site's blocks (the sampling model's words, header
+ * included) and L the same over the blocks it never frees. Pointers go to a volatile sink so the
+ * compiler cannot drop malloc/free pairs.
+ *
+ *	wl_alloc equal N SIZE [K]  N blocks of SIZE bytes, each freed at once (pause 2 ms
+ *	                           every K blocks)
+ *	wl_alloc sites SCALE       malloc/calloc/realloc/posix_memalign/aligned_alloc/mmap sites,
+ *	                           one of them leaking; SCALE (default 1) multiplies the counts
+ *	wl_alloc threads T N SIZE  T threads allocate N blocks each; main frees them all
+ *	wl_alloc fork              parent and child allocate (and leak) at distinct sites
+ *	wl_alloc exec              leak, exec itself ("post-exec"), leak again
+ *	wl_alloc deep              one leaked block under wl_deep_a -> wl_deep_b -> wl_site_deep
+ *	wl_alloc ctl               commands on stdin (see run_ctl)
+ *	wl_alloc spin FILE         write the pid to FILE after a first round, then allocate and
+ *	                           free forever (for the SIGKILL test)
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static void *volatile sink;
+static volatile uint64_t touch;
+
+static uint64_t words(size_t size)
+{
+	return (size + 7) / 8 + 1;
+}
+
+static void truth(const char *site, uint64_t w, uint64_t live, uint64_t blocks)
+{
+	printf("TRUTH %s words=%llu live_words=%llu blocks=%llu\n", site, (unsigned long long)w,
+	       (unsigned long long)live, (unsigned long long)blocks);
+	fflush(stdout);
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * Give the profiler time to probe a process that just appeared (fork child, exec'd image):
+ * attaching uprobes costs an RCU grace period per probe. With WL_WAIT_TRACE=PREFIX, wait
+ * until the trace PREFIX.<pid> exists (the engine creates it once the probes are attached),
+ * at most 30 s; else sleep WL_SETTLE_MS (default 400) ms.
+ */
+static void settle(void)
+{
+	const char *prefix = getenv("WL_WAIT_TRACE"), *ms = getenv("WL_SETTLE_MS");
+	char path[4096];
+
+	if (prefix) {
+		snprintf(path, sizeof(path), "%s.%d", prefix, (int)getpid());
+		for (int i = 0; i < 3000 && access(path, F_OK); i++)
+			sleep_ms(10);
+		return;
+	}
+	sleep_ms(ms ? atol(ms) : 400);
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "wl_alloc: %s: %s\n", what, strerror(errno));
+	exit(3);
+}
+
+/* ---- sites ---- */
+
+NOINLINE static void *wl_site_equal(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_small(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_large(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_leak(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_calloc(size_t n, size_t size)
+{
+	void *p = calloc(n, size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_memalign(size_t align, size_t size)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, align, size))
+		die("posix_memalign");
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_aligned(size_t align, size_t size)
+{
+	void *p = aligned_alloc(align, size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_realloc(void *old, size_t size)
+{
+	void *p = realloc(old, size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_mmap(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		die("mmap");
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_thread(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_parent(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_child(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_pre_exec(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_post_exec(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_deep(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_spin(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_ctl(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+/* ---- modes ---- */
+
+static int run_equal(long n, long size, long pause_every)
+{
+	for (long i = 0; i < n; i++) {
+		free(wl_site_equal((size_t)size));
+		/* let the consumer drain the ring buffer: a lost event would look like n = 0 */
+		if (pause_every > 0 && i % pause_every == pause_every - 1)
+			sleep_ms(2);
+	}
+	truth("wl_site_equal", (uint64_t)n * words((size_t)size), 0, (uint64_t)n);
+	return 0;
+}
+
+/* Every 2000 calls, 1 ms for the consumer to drain the ring buffer (at high rates a burst of
+ * sampled events could otherwise outrun it on a busy machine, and a lost event biases the
+ * estimate; the trace would say so in its drops). */
+static void pace(long i)
+{
+	if (i % 2000 == 1999)
+		sleep_ms(1);
+}
+
+static int run_sites(long scale)
+{
+	const long n_small = 100000 * scale, n_large = 100 * scale, n_leak = 2000 * scale;
+	const long n_calloc = 3000 * scale, n_memalign = 1000 * scale, n_aligned = 1000 * scale;
+	const long n_chains = 100 * scale, n_mmap = 25 * scale;
+	uint64_t w;
+
+	for (long i = 0; i < n_small; i++) {
+		free(wl_site_small(24));
+		pace(i);
+	}
+	truth("wl_site_small", (uint64_t)n_small * words(24), 0, (uint64_t)n_small);
+
+	for (long i = 0; i < n_large; i++) {
+		free(wl_site_large(80000));
+		pace(i);
+	}
+	truth("wl_site_large", (uint64_t)n_large * words(80000), 0, (uint64_t)n_large);
+
+	for (long i = 0; i < n_leak; i++) {
+		wl_site_leak(1000);
+		pace(i);
+	}
+	w = (uint64_t)n_leak * words(1000);
+	truth("wl_site_leak", w, w, (uint64_t)n_leak);
+
+	for (long i = 0; i < n_calloc; i++) {
+		free(wl_site_calloc(10, 100));
+		pace(i);
+	}
+	truth("wl_site_calloc", (uint64_t)n_calloc * words(1000), 0, (uint64_t)n_calloc);
+
+	for (long i = 0; i < n_memalign; i++) {
+		free(wl_site_memalign(64, 4000));
+		pace(i);
+	}
+	truth("wl_site_memalign", (uint64_t)n_memalign * words(4000), 0, (uint64_t)n_memalign);
+
+	for (long i = 0; i < n_aligned; i++) {
+		free(wl_site_aligned(256, 2048));
+		pace(i);
+	}
+	truth("wl_site_aligned", (uint64_t)n_aligned * words(2048), 0, (uint64_t)n_aligned);
+
+	/* realloc chains 16 -> 32 -> ... -> 64 KiB: each step is a new block of the new size
+	 * (realloc = collect + alloc); the first step is realloc(NULL, 16). */
+	w = 0;
+	for (long c = 0; c < n_chains; c++) {
+		void *p = NULL;
+
+		for (size_t s = 16; s <= 65536; s *= 2) {
+			p = wl_site_realloc(p, s);
+			if (!p)
+				die("realloc");
+			w += words(s);
+		}
+		free(p);
+	}
+	truth("wl_site_realloc", w, 0, (uint64_t)n_chains * 13);
+
+	for (long i = 0; i < n_mmap; i++) {
+		void *p = wl_site_mmap(1 << 20);
+
+		munmap(p, 1 << 20);
+	}
+	truth("wl_site_mmap", (uint64_t)n_mmap * words(1 << 20), 0, (uint64_t)n_mmap);
+	return 0;
+}
+
+struct queue {
+	void **slots;
+	long n, size;
+};
+
+static void *producer(void *arg)
+{
+	struct queue *q = arg;
+
+	for (long i = 0; i < q->n; i++)
+		q->slots[i] = wl_site_thread((size_t)q->size);
+	return NULL;
+}
+
+static int run_threads(long nthreads, long n, long size)
+{
+	pthread_t th[64];
+	struct queue q[64];
+
+	if (nthreads < 1 || nthreads > 64)
+		return 2;
+	for (long t = 0; t < nthreads; t++) {
+		q[t] = (struct queue){ .slots = calloc((size_t)n, sizeof(void *)), .n = n,
+				       .size = size };
+		if (!q[t].slots)
+			die("calloc");
+		if (pthread_create(&th[t], NULL, producer, &q[t]))
+			die("pthread_create");
+	}
+	/* Threads exit first: their entries become orphans; main frees everything. */
+	for (long t = 0; t < nthreads; t++)
+		pthread_join(th[t], NULL);
+	for (long t = 0; t < nthreads; t++) {
+		for (long i = 0; i < n; i++)
+			free(q[t].slots[i]);
+		free(q[t].slots);
+	}
+	truth("wl_site_thread", (uint64_t)(nthreads * n) * words((size_t)size), 0,
+	      (uint64_t)(nthreads * n));
+	return 0;
+}
+
+static int run_fork(void)
+{
+	const long n = 20000;
+	int st;
+	pid_t child;
+
+	for (long i = 0; i < n; i++)
+		wl_site_parent(1000);
+	child = fork();
+	if (child < 0)
+		die("fork");
+	if (child == 0) {
+		settle();
+		for (long i = 0; i < 2 * n; i++)
+			wl_site_child(1000);
+		printf("CHILD %d\n", (int)getpid());
+		truth("wl_site_child", 2 * n * words(1000), 2 * n * words(1000), 2 * n);
+		exit(0);
+	}
+	if (waitpid(child, &st, 0) != child)
+		die("waitpid");
+	truth("wl_site_parent", n * words(1000), n * words(1000), n);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
+static int run_exec(char *self)
+{
+	const long n = 20000;
+
+	for (long i = 0; i < n; i++)
+		wl_site_pre_exec(1000);
+	/* Freed by exec: the engine collects them. */
+	truth("wl_site_pre_exec", n * words(1000), 0, n);
+	fflush(stdout);
+	execl("/proc/self/exe", self, "post-exec", (char *)NULL);
+	die("exec");
+	return 3;
+}
+
+static int run_post_exec(void)
+{
+	const long n = 30000;
+
+	settle();
+	for (long i = 0; i < n; i++)
+		wl_site_post_exec(1000);
+	truth("wl_site_post_exec", n * words(1000), n * words(1000), n);
+	return 0;
+}
+
+NOINLINE static void wl_deep_b(void)
+{
+	/* enough blocks that several get sampled at any rate the tests use */
+	for (int i = 0; i < 5000; i++)
+		wl_site_deep(4000);
+	touch++;
+}
+
+NOINLINE static void wl_deep_a(void)
+{
+	wl_deep_b();
+	touch++;
+}
+
+static int run_spin(const char *file)
+{
+	for (long i = 0;; i++) {
+		free(wl_site_spin(512));
+		if (i == 20000) {
+			FILE *f = fopen(file, "w");
+
+			if (!f)
+				die("fopen");
+			fprintf(f, "%d\n", (int)getpid());
+			fclose(f);
+		}
+	}
+	return 0;
+}
+
+/*
+ * Driven through stdin by tests/bpf/engine_check.c: "leak N" allocates N blocks of 1000 bytes
+ * at wl_site_ctl and keeps them, "free" frees every kept block, "exit" exits. Each command is
+ * answered by "done" once it is complete (its probe events are in the ring buffer by then).
+ */
+static int run_ctl(void)
+{
+	static void *kept[1 << 20];
+	long nkept = 0, n;
+	char line[128];
+
+	printf("ready\n");
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		if (sscanf(line, "leak %ld", &n) == 1) {
+			for (long i = 0; i < n && nkept < (1 << 20); i++)
+				kept[nkept++] = wl_site_ctl(1000);
+		} else if (!strncmp(line, "free", 4)) {
+			while (nkept > 0)
+				free(kept[--nkept]);
+		} else if (!strncmp(line, "exit", 4)) {
+			return 0;
+		}
+		printf("done\n");
+		fflush(stdout);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+
+	if (!strcmp(mode, "equal") && (argc == 4 || argc == 5))
+		return run_equal(atol(argv[2]), atol(argv[3]), argc == 5 ? atol(argv[4]) : 0);
+	if (!strcmp(mode, "sites"))
+		return run_sites(argc > 2 ? atol(argv[2]) : 1);
+	if (!strcmp(mode, "threads") && argc == 5)
+		return run_threads(atol(argv[2]), atol(argv[3]), atol(argv[4]));
+	if (!strcmp(mode, "fork"))
+		return run_fork();
+	if (!strcmp(mode, "exec"))
+		return run_exec(argv[0]);
+	if (!strcmp(mode, "post-exec"))
+		return run_post_exec();
+	if (!strcmp(mode, "deep")) {
+		wl_deep_a();
+		truth("wl_site_deep", 5000 * words(4000), 5000 * words(4000), 5000);
+		return 0;
+	}
+	if (!strcmp(mode, "ctl"))
+		return run_ctl();
+	if (!strcmp(mode, "spin") && argc == 3)
+		return run_spin(argv[2]);
+	fprintf(stderr, "usage: wl_alloc equal N SIZE [K] | sites [SCALE] | threads T N SIZE | fork | "
+		"exec | deep | spin FILE\n");
+	return 2;
+}

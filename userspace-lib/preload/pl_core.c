@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/* PRNG, sampling draws and the sampled-address table of libmemprof-preload (see pl_core.h). */
+#include <math.h>
+
+#include "pl_core.h"
+
+uint64_t pl_splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+void pl_rng_seed(struct pl_rng *r, uint64_t seed)
+{
+	for (int i = 0; i < 4; i++)
+		r->s[i] = pl_splitmix64(&seed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+uint64_t pl_rng_next(struct pl_rng *r)
+{
+	uint64_t *s = r->s;
+	uint64_t result = rotl(s[1] * 5, 7) * 9;
+	uint64_t t = s[1] << 17;
+
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return result;
+}
+
+int64_t pl_draw_geom(struct pl_rng *r, double log1m)
+{
+	/* U uniform on (0, 1]: 53 random bits, +1 so that log(U) is finite. */
+	double u = (double)((pl_rng_next(r) >> 11) + 1) * 0x1.0p-53;
+	double g = floor(log(u) / log1m) + 1.0;
+
+	/* rate 1: log1m = -inf, log(u)/-inf = 0 (or -0 for u = 1): g = 1. */
+	if (!(g < (double)PL_GEOM_MAX))
+		return PL_GEOM_MAX;
+	return g < 1.0 ? 1 : (int64_t)g;
+}
+
+uint64_t pl_draw_samples(struct pl_rng *r, double log1m, int64_t remaining, int64_t *next)
+{
+	uint64_t n = 1;
+	int64_t pos = pl_draw_geom(r, log1m);
+
+	while (pos <= remaining) {
+		n++;
+		pos += pl_draw_geom(r, log1m);
+	}
+	*next = pos - remaining;
+	return n;
+}
+
+/* ---- table ---------------------------------------------------------------------------- */
+
+static inline uint32_t bucket1(uintptr_t addr)
+{
+	return (uint32_t)(((addr >> 4) * 0xff51afd7ed558ccdULL) >> (64 - PL_TABLE_BUCKET_BITS));
+}
+
+static inline uint32_t bucket2(uintptr_t addr)
+{
+	return (uint32_t)(((addr >> 4) * 0xc4ceb9fe1a85ec53ULL) >> (64 - PL_TABLE_BUCKET_BITS));
+}
+
+static void filter_inc(struct pl_table *t, uintptr_t addr)
+{
+	uint8_t *f = &t->filter[pl_filter_index(addr)];
+	uint8_t v = __atomic_load_n(f, __ATOMIC_RELAXED);
+
+	while (v != 255 &&
+	       !__atomic_compare_exchange_n(f, &v, v + 1, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+}
+
+static void filter_dec(struct pl_table *t, uintptr_t addr)
+{
+	uint8_t *f = &t->filter[pl_filter_index(addr)];
+	uint8_t v = __atomic_load_n(f, __ATOMIC_RELAXED);
+
+	/* 255 is sticky; 0 happens only for entries a fork child inherited half-inserted. */
+	while (v != 255 && v != 0 &&
+	       !__atomic_compare_exchange_n(f, &v, v - 1, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+static int bucket_find(uint64_t *b, uintptr_t addr)
+{
+	for (int i = 0; i < PL_BUCKET_SLOTS; i++)
+		if (__atomic_load_n(&b[i], __ATOMIC_ACQUIRE) == addr)
+			return i;
+	return -1;
+}
+
+bool pl_table_contains(struct pl_table *t, uintptr_t addr)
+{
+	return addr && (bucket_find(t->slot[bucket1(addr)], addr) >= 0 ||
+			bucket_find(t->slot[bucket2(addr)], addr) >= 0);
+}
+
+static bool bucket_claim(uint64_t *b, uintptr_t addr)
+{
+	for (int i = 0; i < PL_BUCKET_SLOTS; i++) {
+		uint64_t expect = 0;
+
+		if (__atomic_load_n(&b[i], __ATOMIC_RELAXED) == 0 &&
+		    __atomic_compare_exchange_n(&b[i], &expect, addr, false, __ATOMIC_RELEASE,
+						__ATOMIC_RELAXED))
+			return true;
+	}
+	return false;
+}
+
+enum pl_insert_result pl_table_insert(struct pl_table *t, uintptr_t addr)
+{
+	uint64_t *b1 = t->slot[bucket1(addr)], *b2 = t->slot[bucket2(addr)];
+
+	/*
+	 * Nobody else can insert or remove @addr now: the allocator just handed it to us. It
+	 * can only be present if its previous free went unseen.
+	 */
+	if (bucket_find(b1, addr) >= 0 || bucket_find(b2, addr) >= 0)
+		return PL_ALREADY;
+	if (!bucket_claim(b1, addr) && !bucket_claim(b2, addr))
+		return PL_FULL;
+	filter_inc(t, addr);
+	return PL_INSERTED;
+}
+
+static bool bucket_remove(uint64_t *b, uintptr_t addr)
+{
+	int i = bucket_find(b, addr);
+	uint64_t expect = addr;
+
+	return i >= 0 && __atomic_compare_exchange_n(&b[i], &expect, 0, false, __ATOMIC_ACQ_REL,
+						     __ATOMIC_RELAXED);
+}
+
+bool pl_table_remove(struct pl_table *t, uintptr_t addr)
+{
+	if (!addr)
+		return false;
+	if (!bucket_remove(t->slot[bucket1(addr)], addr) &&
+	    !bucket_remove(t->slot[bucket2(addr)], addr))
+		return false;
+	filter_dec(t, addr);
+	return true;
+}

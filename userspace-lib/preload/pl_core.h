@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * The parts of libmemprof-preload that do not interpose anything: the per-thread PRNG, the
+ * geometric/binomial draws of sampling-math.md, and the table of sampled addresses that frees
+ * are checked against. Everything here is async-signal-safe (no locks, no allocation) so the
+ * interposers can call it from any context. Unit-tested on its own (tests/unit/test_preload_core.c).
+ */
+#ifndef MP_PL_CORE_H
+#define MP_PL_CORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define PL_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- PRNG: xoshiro256** seeded with SplitMix64 ---------------------------------------- */
+
+struct pl_rng {
+	uint64_t s[4];
+};
+
+PL_HIDDEN uint64_t pl_splitmix64(uint64_t *x);
+PL_HIDDEN void pl_rng_seed(struct pl_rng *r, uint64_t seed);
+PL_HIDDEN uint64_t pl_rng_next(struct pl_rng *r);
+
+/* ---- Sampling draws ------------------------------------------------------------------- */
+
+/* Largest countdown we ever draw: keeps "countdown - words" far from overflow. */
+#define PL_GEOM_MAX	(1LL << 60)
+
+/*
+ * G ~ Geometric(rate) on {1, 2, ...}: words up to and including the next sample point.
+ * @log1m is log1p(-rate) (-inf for rate 1).
+ */
+PL_HIDDEN int64_t pl_draw_geom(struct pl_rng *r, double log1m);
+
+/*
+ * A block whose first sample point leaves @remaining words after it: returns its sample
+ * count 1 + Binomial(remaining, rate), counting geometric gaps that fit, and stores in
+ * *@next the countdown for the words after the block (the overshoot of the last gap, a fresh
+ * geometric by memorylessness).
+ */
+PL_HIDDEN uint64_t pl_draw_samples(struct pl_rng *r, double log1m, int64_t remaining,
+				   int64_t *next);
+
+/* ---- Sampled-address table -------------------------------------------------------------
+ *
+ * Frees must find out cheaply whether their address was sampled. Two structures:
+ *  - filter: 64 Ki saturating 8-bit counters indexed by a hash of the address. A free whose
+ *    counter is 0 was certainly not sampled (the only check on the hot free path: one byte
+ *    load). 255 is sticky (never decremented) so counts never underflow.
+ *  - table: 64 Ki buckets of 8 slots (one cache line each); an address may live in either of
+ *    two buckets. Slots hold the address or 0; insert is a CAS 0 -> addr, remove a CAS
+ *    addr -> 0, so there are no tombstones and no locks: safe in signal handlers and across
+ *    threads. An address is inserted by the thread that allocated it, before the allocator
+ *    returns it, so any thread that can free it sees the insert.
+ * The arrays live in .bss: untouched pages cost nothing, and while nothing was ever sampled
+ * every filter read hits the shared zero page.
+ */
+#define PL_FILTER_BITS		16
+#define PL_TABLE_BUCKET_BITS	16
+#define PL_BUCKET_SLOTS		8
+
+struct pl_table {
+	uint64_t slot[1u << PL_TABLE_BUCKET_BITS][PL_BUCKET_SLOTS] __attribute__((aligned(64)));
+	uint8_t filter[1u << PL_FILTER_BITS] __attribute__((aligned(64)));
+};
+
+enum pl_insert_result {
+	PL_INSERTED,
+	PL_ALREADY,	/* address was still there: its free was missed */
+	PL_FULL,	/* both buckets full */
+};
+
+static inline uint32_t pl_filter_index(uintptr_t addr)
+{
+	return (uint32_t)((addr * 0x9e3779b97f4a7c15ULL) >> (64 - PL_FILTER_BITS));
+}
+
+/* The hot-path check: false means "certainly not sampled". */
+static inline bool pl_table_maybe(const struct pl_table *t, const void *p)
+{
+	return __atomic_load_n(&t->filter[pl_filter_index((uintptr_t)p)], __ATOMIC_RELAXED) != 0;
+}
+
+PL_HIDDEN enum pl_insert_result pl_table_insert(struct pl_table *t, uintptr_t addr);
+/* True if @addr was in the table (and is now removed). */
+PL_HIDDEN bool pl_table_remove(struct pl_table *t, uintptr_t addr);
+PL_HIDDEN bool pl_table_contains(struct pl_table *t, uintptr_t addr);
+
+#endif

@@ -1,0 +1,793 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * libmemprof-preload: in-process sampling of allocated words, traps only on samples.
+ * The ABI (USDT probes, semaphores, config block, environment) is documented in
+ * <memprof/preload.h>; the statistics are those of docs/sampling-math: every word, including
+ * one header word per block, is a sample point with probability λ.
+ *
+ * Per thread we keep c = words left up to and including the next sample point, in
+ * initial-exec TLS. An allocation of w = ceil(size/8) + 1 words does "c -= w" with one
+ * read-modify-write instruction (atomic with respect to signal handlers on the same thread)
+ * and goes to the slow path only when c <= 0: then the block holds a sample point and
+ * r = -c words of it follow that point. The slow path draws n = 1 + Binomial(r, λ) and the
+ * next countdown, records the address for frees and calls the noinline hook with the USDT
+ * probe site. While disarmed (no probe attached to memprof:alloc: its semaphore is 0), the
+ * countdown is a poll interval and the slow path only re-checks arming.
+ *
+ * Everything forwards to glibc's exported __libc_* entry points (no dlsym, which allocates),
+ * so the blocks themselves are glibc's own: malloc_usable_size, malloc_trim etc. keep working,
+ * and glibc's internal calls (memalign -> __libc_malloc) are never counted twice.
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/param.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define _SDT_HAS_SEMAPHORES 1
+#include <sys/sdt.h>
+/*
+ * Make each probe site a 5-byte nop (0f 1f 44 00 00) instead of sdt.h's 1-byte nop: Linux
+ * 6.18 optimises uprobes on exactly that instruction into a call to a trampoline (about
+ * 0.6 µs instead of an int3 round trip; uprobe-cost.md table 3). sdt.h expands _SDT_NOP at
+ * the probe, so redefining it here is enough; ".nops 5" has no comma to upset its macros.
+ */
+#undef _SDT_NOP
+#define _SDT_NOP .nops 5
+
+#include <memprof/preload.h>
+
+#include "bpf/memprof.h"
+#include "pl_core.h"
+
+#define PL_EXPORT	__attribute__((visibility("default")))
+#define likely(x)	__builtin_expect(!!(x), 1)
+#define unlikely(x)	__builtin_expect(!!(x), 0)
+
+#define PL_SAME_KIND(a) ((int)MEMPROF_PRELOAD_##a == (int)MP_KIND_##a)
+_Static_assert(PL_SAME_KIND(MALLOC) && PL_SAME_KIND(CALLOC) && PL_SAME_KIND(REALLOC) &&
+		       PL_SAME_KIND(REALLOCARRAY) && PL_SAME_KIND(POSIX_MEMALIGN) &&
+		       PL_SAME_KIND(ALIGNED_ALLOC) && PL_SAME_KIND(MEMALIGN) &&
+		       PL_SAME_KIND(VALLOC) && PL_SAME_KIND(PVALLOC) && PL_SAME_KIND(NEW) &&
+		       PL_SAME_KIND(MMAP) && PL_SAME_KIND(FREE) && PL_SAME_KIND(DELETE) &&
+		       PL_SAME_KIND(MUNMAP),
+	       "memprof_preload_kind must match enum mp_kind");
+_Static_assert(MEMPROF_PRELOAD_STAT__MAX <= MEMPROF_PRELOAD_STAT__SLOTS, "stats slots");
+_Static_assert(sizeof(struct memprof_preload_config) == 40 + 8 * MEMPROF_PRELOAD_STAT__SLOTS,
+	       "config layout");
+_Static_assert(sizeof(struct memprof_preload_test_rec) == 48, "test record layout");
+
+/* glibc's exported allocator entry points (not in any public header). */
+extern void *__libc_malloc(size_t size);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t size);
+extern void __libc_free(void *p);
+extern void *__libc_memalign(size_t alignment, size_t size);
+extern void *__libc_valloc(size_t size);
+extern void *__libc_pvalloc(size_t size);
+
+/* ---- state ---------------------------------------------------------------------------- */
+
+/* The countdown while the thread is inside the slow path: nested calls never expire it. */
+#define PL_PARKED	(PL_GEOM_MAX * 2)
+
+enum pl_thread_state {
+	PL_T_NEW = 0,		/* zeroed TLS: first allocation takes the slow path */
+	PL_T_DISARMED,
+	PL_T_ARMED,
+};
+
+struct pl_thread {
+	int64_t countdown;	/* first: the fast path addresses it at offset 0 */
+	struct pl_rng rng;
+	double log1m;		/* log1p(-rate) of the armed rate */
+	uint32_t gen;		/* config generation the countdown was drawn under */
+	uint8_t state;		/* enum pl_thread_state */
+	uint8_t seeded;
+	uint8_t in_slow;	/* inside the sampling path: signal handlers do not nest into it */
+};
+
+static __thread struct pl_thread pl_tls __attribute__((tls_model("initial-exec")));
+
+static struct {
+	double env_rate;	/* MEMPROF_RATE or the default */
+	uint64_t seed_base;
+	uint64_t threads;	/* threads seeded so far (atomic) */
+	int test_fd;		/* MEMPROF_TEST_LOG, or -1 */
+	bool force;		/* armed without a probe: MEMPROF_ARM=1 or MEMPROF_TEST_LOG */
+	bool ready;		/* constructor done: environment read */
+} pl_g = { .env_rate = MEMPROF_PRELOAD_DEFAULT_RATE, .test_fd = -1 };
+
+static struct pl_table pl_table;
+
+PL_EXPORT struct memprof_preload_config memprof_preload_config = {
+	.magic = MEMPROF_PRELOAD_MAGIC,
+	.version = MEMPROF_PRELOAD_VERSION,
+	.size = sizeof(struct memprof_preload_config),
+};
+
+/* USDT semaphores (sdt.h's convention: <provider>_<name>_semaphore in .probes). */
+PL_HIDDEN unsigned short memprof_alloc_semaphore __attribute__((section(".probes"), used));
+PL_HIDDEN unsigned short memprof_free_semaphore __attribute__((section(".probes"), used));
+
+static inline void stat_add(enum memprof_preload_stat s, int64_t v)
+{
+	__atomic_fetch_add(&memprof_preload_config.stats[s], (uint64_t)v, __ATOMIC_RELAXED);
+}
+
+/* ---- the fast path -------------------------------------------------------------------- */
+
+static inline int64_t pl_words(size_t size)
+{
+	/* ceil(size / 8) + 1; wraps for size > SIZE_MAX - 15, which no allocator satisfies. */
+	return (int64_t)((size + 15) >> 3);
+}
+
+/* c -= w; true when c <= 0. One instruction on x86-64, so a signal cannot split it. */
+static inline bool pl_countdown_sub(int64_t w)
+{
+#if defined(__x86_64__)
+	bool expired;
+
+	__asm__("subq %2, %0" : "+m"(pl_tls.countdown), "=@ccle"(expired) : "er"(w));
+	return expired;
+#else
+	return __atomic_sub_fetch(&pl_tls.countdown, w, __ATOMIC_RELAXED) <= 0;
+#endif
+}
+
+/* ---- arming --------------------------------------------------------------------------- */
+
+struct pl_params {
+	bool armed;
+	uint32_t gen;
+	double rate;
+};
+
+static void pl_params_read(struct pl_params *p)
+{
+	struct memprof_preload_config *cfg = &memprof_preload_config;
+
+	p->armed = false;
+	if (!__atomic_load_n(&pl_g.ready, __ATOMIC_ACQUIRE))
+		return;
+	if (!__atomic_load_n(&memprof_alloc_semaphore, __ATOMIC_RELAXED) && !pl_g.force)
+		return;
+	/* Seqlock read of what the profiler wrote with process_vm_writev. */
+	for (int tries = 0; tries < 4; tries++) {
+		uint32_t g1 = __atomic_load_n(&cfg->generation, __ATOMIC_ACQUIRE), g2, flags;
+		double rate;
+
+		if (g1 == 0) {
+			p->armed = true;
+			p->gen = 0;
+			p->rate = pl_g.env_rate;
+			return;
+		}
+		__atomic_load(&cfg->rate, &rate, __ATOMIC_RELAXED);
+		flags = __atomic_load_n(&cfg->flags, __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		g2 = __atomic_load_n(&cfg->generation, __ATOMIC_RELAXED);
+		if (g1 != g2)
+			continue;
+		p->armed = (flags & MEMPROF_PRELOAD_F_SAMPLING) && rate > 0 && rate <= 1;
+		p->gen = g1;
+		p->rate = rate;
+		return;
+	}
+}
+
+static void pl_thread_seed(struct pl_thread *t)
+{
+	uint64_t idx = __atomic_fetch_add(&pl_g.threads, 1, __ATOMIC_RELAXED);
+	uint64_t x = pl_g.seed_base ^ (idx * 0xd1342543de82ef95ULL);
+
+	pl_rng_seed(&t->rng, pl_splitmix64(&x));
+	t->seeded = 1;
+}
+
+/*
+ * The countdown expired (c <= 0). Returns r >= 0, the words of the block after its first
+ * sample point, when the block is sampled: pl_cross_end() must follow once the allocator
+ * returned. Returns -1 otherwise (the countdown is already re-armed or re-parked).
+ */
+static int64_t pl_cross_begin(void)
+{
+	struct pl_thread *t = &pl_tls;
+	struct pl_params p;
+	int64_t c, next;
+	int saved = errno;
+
+	if (unlikely(t->in_slow)) {
+		/* Unreachable while the countdown is parked; kept as a cheap guard. */
+		stat_add(MEMPROF_PRELOAD_STAT_REENTERED, 1);
+		return -1;
+	}
+	t->in_slow = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	c = __atomic_exchange_n(&t->countdown, PL_PARKED, __ATOMIC_RELAXED);
+
+	pl_params_read(&p);
+	if (!p.armed) {
+		t->state = PL_T_DISARMED;
+		next = MEMPROF_PRELOAD_POLL_WORDS;
+	} else if (t->state != PL_T_ARMED || t->gen != p.gen) {
+		/*
+		 * Newly armed or new rate: the pending point (drawn at another rate, or a poll)
+		 * is not a sample. A fresh geometric starts after this block.
+		 */
+		if (!t->seeded)
+			pl_thread_seed(t);
+		if (t->state != PL_T_ARMED)
+			stat_add(MEMPROF_PRELOAD_STAT_ARMINGS, 1);
+		t->log1m = log1p(-p.rate);
+		t->gen = p.gen;
+		t->state = PL_T_ARMED;
+		next = pl_draw_geom(&t->rng, t->log1m);
+	} else if (c > 0) {
+		/* A signal handler's sampled call ran between our subtraction and here. */
+		next = c;
+	} else {
+		errno = saved;
+		return -c;	/* in_slow stays set, countdown parked, until pl_cross_end() */
+	}
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&t->countdown, next, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->in_slow = 0;
+	errno = saved;
+	return -1;
+}
+
+/*
+ * Complete a sampled block: its sample count, and the countdown after it. A block the
+ * allocator refused has no words: draw a fresh countdown instead (memorylessness makes that
+ * exact), and never loop over the words of an impossible size.
+ */
+static uint64_t pl_cross_end(int64_t r, bool allocated)
+{
+	struct pl_thread *t = &pl_tls;
+	uint64_t n = 0;
+	int64_t next;
+
+	if (allocated) {
+		n = pl_draw_samples(&t->rng, t->log1m, r, &next);
+	} else {
+		next = pl_draw_geom(&t->rng, t->log1m);
+	}
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&t->countdown, next, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->in_slow = 0;
+	return n;
+}
+
+/* ---- hooks: the USDT probe sites ------------------------------------------------------ */
+
+static void pl_test_log(uint32_t type, uint32_t kind, uint64_t addr, uint64_t size,
+			uint64_t nsamples, uint32_t gen)
+{
+	struct memprof_preload_test_rec rec = {
+		.type = type,
+		.kind = kind,
+		.addr = addr,
+		.size = size,
+		.nsamples = nsamples,
+		.pid = (uint32_t)getpid(),
+		.tid = (uint32_t)syscall(SYS_gettid),
+		.generation = gen,
+	};
+
+	/* syscall(), not write(): write() is a cancellation point, malloc must not be. */
+	if (syscall(SYS_write, pl_g.test_fd, &rec, sizeof(rec)) != (long)sizeof(rec))
+		stat_add(MEMPROF_PRELOAD_STAT_TEST_LOG_ERRORS, 1);
+}
+
+/* noipa: keep the signature (the probe's argument registers) and the call itself. */
+static __attribute__((noinline, noipa)) void memprof_preload_alloc_hook(uint64_t addr,
+									  uint64_t size,
+									  uint64_t nsamples,
+									  uint32_t kind, uint32_t gen)
+{
+	STAP_PROBE5(memprof, alloc, addr, size, nsamples, kind, gen);
+	stat_add(MEMPROF_PRELOAD_STAT_ALLOC_HOOKS, 1);
+	stat_add(MEMPROF_PRELOAD_STAT_SAMPLES, (int64_t)nsamples);
+	if (pl_g.test_fd >= 0)
+		pl_test_log(MEMPROF_PRELOAD_REC_ALLOC, kind, addr, size, nsamples, gen);
+}
+
+static __attribute__((noinline, noipa)) void memprof_preload_free_hook(uint64_t addr,
+									 uint32_t kind)
+{
+	STAP_PROBE2(memprof, free, addr, kind);
+	stat_add(MEMPROF_PRELOAD_STAT_FREE_HOOKS, 1);
+	if (pl_g.test_fd >= 0)
+		pl_test_log(MEMPROF_PRELOAD_REC_FREE, kind, addr, 0, 0, 0);
+}
+
+/* After the allocator returned on a sampled path. */
+static void pl_cross_finish(int64_t r, void *p, size_t size, uint32_t kind)
+{
+	int saved = errno;
+	uint64_t n;
+
+	if (r < 0)
+		return;
+	n = pl_cross_end(r, p != NULL);
+	if (!p)
+		return;
+	if (__atomic_fetch_add(&memprof_preload_config.stats[MEMPROF_PRELOAD_STAT_LIVE], 1,
+			       __ATOMIC_RELAXED) >= MEMPROF_PRELOAD_MAX_LIVE) {
+		stat_add(MEMPROF_PRELOAD_STAT_LIVE, -1);
+		stat_add(MEMPROF_PRELOAD_STAT_TABLE_FULL, 1);
+	} else {
+		switch (pl_table_insert(&pl_table, (uintptr_t)p)) {
+		case PL_INSERTED:
+			break;
+		case PL_ALREADY:
+			stat_add(MEMPROF_PRELOAD_STAT_LIVE, -1);
+			stat_add(MEMPROF_PRELOAD_STAT_STALE, 1);
+			break;
+		case PL_FULL:
+			stat_add(MEMPROF_PRELOAD_STAT_LIVE, -1);
+			stat_add(MEMPROF_PRELOAD_STAT_TABLE_FULL, 1);
+			break;
+		}
+	}
+	memprof_preload_alloc_hook((uintptr_t)p, size, n, kind, pl_tls.gen);
+	errno = saved;
+}
+
+/* A free whose address passed the filter: report it if it is really a sampled block. */
+static bool pl_release(void *p, uint32_t kind)
+{
+	int saved;
+
+	if (!pl_table_remove(&pl_table, (uintptr_t)p))
+		return false;
+	saved = errno;
+	stat_add(MEMPROF_PRELOAD_STAT_LIVE, -1);
+	memprof_preload_free_hook((uintptr_t)p, kind);
+	errno = saved;
+	return true;
+}
+
+/* ---- malloc family -------------------------------------------------------------------- */
+
+static __attribute__((noinline)) void *pl_malloc_slow(size_t size, uint32_t kind)
+{
+	int64_t r = pl_cross_begin();
+	void *p = __libc_malloc(size);
+
+	pl_cross_finish(r, p, size, kind);
+	return p;
+}
+
+PL_EXPORT void *malloc(size_t size)
+{
+	if (unlikely(pl_countdown_sub(pl_words(size))))
+		return pl_malloc_slow(size, MEMPROF_PRELOAD_MALLOC);
+	return __libc_malloc(size);
+}
+
+static __attribute__((noinline)) void pl_free_slow(void *p, uint32_t kind)
+{
+	pl_release(p, kind);
+	__libc_free(p);
+}
+
+PL_EXPORT void free(void *p)
+{
+	if (unlikely(pl_table_maybe(&pl_table, p)))
+		return pl_free_slow(p, MEMPROF_PRELOAD_FREE);
+	__libc_free(p);
+}
+
+static __attribute__((noinline)) void *pl_calloc_slow(size_t n, size_t size, size_t total)
+{
+	int64_t r = pl_cross_begin();
+	void *p = __libc_calloc(n, size);
+
+	pl_cross_finish(r, p, total, MEMPROF_PRELOAD_CALLOC);
+	return p;
+}
+
+PL_EXPORT void *calloc(size_t n, size_t size)
+{
+	size_t total;
+
+	if (unlikely(__builtin_mul_overflow(n, size, &total)))
+		return __libc_calloc(n, size);	/* fails with ENOMEM, as glibc's would */
+	if (unlikely(pl_countdown_sub(pl_words(total))))
+		return pl_calloc_slow(n, size, total);
+	return __libc_calloc(n, size);
+}
+
+static __attribute__((noinline)) void *pl_realloc_slow(void *old, size_t size, bool expired,
+						       uint32_t kind)
+{
+	int64_t r = expired ? pl_cross_begin() : -1;
+	bool was_sampled = old && pl_table_maybe(&pl_table, old) && pl_release(old, kind);
+	void *p;
+
+	/*
+	 * The free of a sampled block is reported before glibc can hand the address to
+	 * another thread. If the realloc then fails, the block lives on untracked (counted).
+	 */
+	p = __libc_realloc(old, size);
+	if (!p && size && was_sampled)
+		stat_add(MEMPROF_PRELOAD_STAT_REALLOC_LOST, 1);
+	pl_cross_finish(r, p, size, kind);
+	return p;
+}
+
+PL_EXPORT void *realloc(void *old, size_t size)
+{
+	bool expired = pl_countdown_sub(pl_words(size));
+
+	if (unlikely(expired || pl_table_maybe(&pl_table, old)))
+		return pl_realloc_slow(old, size, expired, MEMPROF_PRELOAD_REALLOC);
+	return __libc_realloc(old, size);
+}
+
+PL_EXPORT void *reallocarray(void *old, size_t n, size_t size)
+{
+	size_t total;
+	bool expired;
+
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	expired = pl_countdown_sub(pl_words(total));
+	if (unlikely(expired || pl_table_maybe(&pl_table, old)))
+		return pl_realloc_slow(old, total, expired, MEMPROF_PRELOAD_REALLOCARRAY);
+	return __libc_realloc(old, total);
+}
+
+static __attribute__((noinline)) void *pl_memalign_slow(size_t alignment, size_t size,
+							uint32_t kind)
+{
+	int64_t r = pl_cross_begin();
+	void *p;
+
+	switch (kind) {
+	case MEMPROF_PRELOAD_VALLOC:
+		p = __libc_valloc(size);
+		break;
+	case MEMPROF_PRELOAD_PVALLOC:
+		p = __libc_pvalloc(size);
+		break;
+	default:
+		p = __libc_memalign(alignment, size);
+		break;
+	}
+	pl_cross_finish(r, p, size, kind);
+	return p;
+}
+
+PL_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
+{
+	void *p;
+
+	/* glibc's contract: a power-of-two multiple of sizeof(void *), else EINVAL. */
+	if (alignment % sizeof(void *) != 0 || !powerof2(alignment / sizeof(void *)) ||
+	    alignment == 0)
+		return EINVAL;
+	if (unlikely(pl_countdown_sub(pl_words(size))))
+		p = pl_memalign_slow(alignment, size, MEMPROF_PRELOAD_POSIX_MEMALIGN);
+	else
+		p = __libc_memalign(alignment, size);
+	if (!p)
+		return ENOMEM;
+	*memptr = p;
+	return 0;
+}
+
+/*
+ * glibc 2.36 makes aligned_alloc an alias of memalign (any alignment is rounded up to a
+ * power of two, EINVAL only above SIZE_MAX/2 + 1): forward to the same entry point so the
+ * contract is exactly the host's.
+ */
+PL_EXPORT void *aligned_alloc(size_t alignment, size_t size)
+{
+	if (unlikely(pl_countdown_sub(pl_words(size))))
+		return pl_memalign_slow(alignment, size, MEMPROF_PRELOAD_ALIGNED_ALLOC);
+	return __libc_memalign(alignment, size);
+}
+
+PL_EXPORT void *memalign(size_t alignment, size_t size)
+{
+	if (unlikely(pl_countdown_sub(pl_words(size))))
+		return pl_memalign_slow(alignment, size, MEMPROF_PRELOAD_MEMALIGN);
+	return __libc_memalign(alignment, size);
+}
+
+PL_EXPORT void *valloc(size_t size)
+{
+	if (unlikely(pl_countdown_sub(pl_words(size))))
+		return pl_memalign_slow(0, size, MEMPROF_PRELOAD_VALLOC);
+	return __libc_valloc(size);
+}
+
+PL_EXPORT void *pvalloc(size_t size)
+{
+	if (unlikely(pl_countdown_sub(pl_words(size))))
+		return pl_memalign_slow(0, size, MEMPROF_PRELOAD_PVALLOC);
+	return __libc_pvalloc(size);
+}
+
+/* ---- anonymous mmap ------------------------------------------------------------------- */
+
+/* glibc's __mmap is GLIBC_PRIVATE; the syscall is what it does on x86-64 anyway. */
+static void *pl_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+static __attribute__((noinline)) void *pl_mmap_slow(void *addr, size_t len, int prot, int flags,
+						    int fd, off_t off)
+{
+	int64_t r = pl_cross_begin();
+	void *p = pl_sys_mmap(addr, len, prot, flags, fd, off);
+
+	pl_cross_finish(r, p == MAP_FAILED ? NULL : p, len, MEMPROF_PRELOAD_MMAP);
+	return p;
+}
+
+PL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	if ((flags & MAP_ANONYMOUS) && unlikely(pl_countdown_sub(pl_words(len))))
+		return pl_mmap_slow(addr, len, prot, flags, fd, off);
+	return pl_sys_mmap(addr, len, prot, flags, fd, off);
+}
+
+PL_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+	__attribute__((alias("mmap")));
+
+PL_EXPORT int munmap(void *addr, size_t len)
+{
+	/* Only the start of a sampled mapping is known: unmapping its middle is not seen. */
+	if (unlikely(pl_table_maybe(&pl_table, addr)))
+		pl_release(addr, MEMPROF_PRELOAD_MUNMAP);
+	return (int)syscall(SYS_munmap, addr, len);
+}
+
+/* ---- C++ operator new / delete -------------------------------------------------------- */
+
+/*
+ * Written in C against the Itanium C++ ABI so that C programs do not load libstdc++. Only a
+ * program that calls operator new has libstdc++ loaded, so the weak references below are
+ * resolved whenever they are needed: the new-handler loop and std::bad_alloc.
+ */
+typedef void (*pl_new_handler)(void);
+extern pl_new_handler _ZSt15get_new_handlerv(void) __attribute__((weak));
+extern void *__cxa_allocate_exception(size_t size) __attribute__((weak));
+extern void __cxa_throw(void *obj, void *tinfo, void (*dtor)(void *)) __attribute__((weak));
+extern char _ZTISt9bad_alloc[] __attribute__((weak));	/* typeinfo for std::bad_alloc */
+extern char _ZTVSt9bad_alloc[] __attribute__((weak));	/* vtable for std::bad_alloc */
+extern void _ZNSt9bad_allocD1Ev(void *obj) __attribute__((weak));
+
+static __attribute__((noreturn, noinline)) void pl_throw_bad_alloc(void)
+{
+	void **obj;
+
+	if (!__cxa_allocate_exception || !__cxa_throw || !_ZTISt9bad_alloc || !_ZTVSt9bad_alloc)
+		abort();
+	obj = __cxa_allocate_exception(sizeof(void *));
+	obj[0] = _ZTVSt9bad_alloc + 2 * sizeof(void *);	/* vptr: past offset-to-top, RTTI */
+	__cxa_throw(obj, _ZTISt9bad_alloc, _ZNSt9bad_allocD1Ev);
+	abort();
+}
+
+/* The operator new loop: retry through the new-handler; throw or return NULL without one. */
+static void *pl_new_retry(size_t size, size_t alignment, bool nothrow)
+{
+	for (;;) {
+		pl_new_handler h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+		void *p;
+
+		if (!h) {
+			if (nothrow)
+				return NULL;
+			pl_throw_bad_alloc();
+		}
+		h();	/* may throw: the frames here have unwind tables (-fexceptions) */
+		p = alignment ? __libc_memalign(alignment, size) : __libc_malloc(size);
+		if (p)
+			return p;
+	}
+}
+
+static __attribute__((noinline)) void *pl_new_slow(size_t size, size_t alignment, bool nothrow)
+{
+	int64_t r = pl_cross_begin();
+	void *p = alignment ? __libc_memalign(alignment, size) : __libc_malloc(size);
+
+	if (!p) {
+		pl_cross_finish(r, NULL, size, MEMPROF_PRELOAD_NEW);
+		/* Not sampled when the first attempt fails: the handler path is rare. */
+		return pl_new_retry(size, alignment, nothrow);
+	}
+	pl_cross_finish(r, p, size, MEMPROF_PRELOAD_NEW);
+	return p;
+}
+
+static inline void *pl_new(size_t size, bool nothrow)
+{
+	void *p;
+
+	if (!size)
+		size = 1;
+	if (unlikely(pl_countdown_sub(pl_words(size))))
+		return pl_new_slow(size, 0, nothrow);
+	p = __libc_malloc(size);
+	return likely(p != NULL) ? p : pl_new_retry(size, 0, nothrow);
+}
+
+static inline void *pl_new_aligned(size_t size, size_t alignment, bool nothrow)
+{
+	void *p;
+
+	if (!powerof2(alignment) || !alignment) {
+		if (nothrow)
+			return NULL;
+		pl_throw_bad_alloc();
+	}
+	if (!size)
+		size = 1;
+	if (unlikely(pl_countdown_sub(pl_words(size))))
+		return pl_new_slow(size, alignment, nothrow);
+	p = __libc_memalign(alignment, size);
+	return likely(p != NULL) ? p : pl_new_retry(size, alignment, nothrow);
+}
+
+static inline void pl_delete(void *p)
+{
+	if (unlikely(pl_table_maybe(&pl_table, p)))
+		return pl_free_slow(p, MEMPROF_PRELOAD_DELETE);
+	__libc_free(p);
+}
+
+#define PL_CXX(ret, name, mangled, ...)                                                        \
+	PL_EXPORT ret name(__VA_ARGS__) __asm__(mangled);                                      \
+	PL_EXPORT ret name(__VA_ARGS__)
+
+/* operator new(size_t), new[](size_t) */
+PL_CXX(void *, pl_op_new, "_Znwm", size_t size) { return pl_new(size, false); }
+PL_CXX(void *, pl_op_new_arr, "_Znam", size_t size) { return pl_new(size, false); }
+/* nothrow */
+PL_CXX(void *, pl_op_new_nt, "_ZnwmRKSt9nothrow_t", size_t size, const void *nt)
+{
+	return pl_new(size, true);
+}
+PL_CXX(void *, pl_op_new_arr_nt, "_ZnamRKSt9nothrow_t", size_t size, const void *nt)
+{
+	return pl_new(size, true);
+}
+/* aligned (std::align_val_t is a size_t enum) */
+PL_CXX(void *, pl_op_new_al, "_ZnwmSt11align_val_t", size_t size, size_t al)
+{
+	return pl_new_aligned(size, al, false);
+}
+PL_CXX(void *, pl_op_new_arr_al, "_ZnamSt11align_val_t", size_t size, size_t al)
+{
+	return pl_new_aligned(size, al, false);
+}
+PL_CXX(void *, pl_op_new_al_nt, "_ZnwmSt11align_val_tRKSt9nothrow_t", size_t size, size_t al,
+       const void *nt)
+{
+	return pl_new_aligned(size, al, true);
+}
+PL_CXX(void *, pl_op_new_arr_al_nt, "_ZnamSt11align_val_tRKSt9nothrow_t", size_t size,
+       size_t al, const void *nt)
+{
+	return pl_new_aligned(size, al, true);
+}
+
+/* operator delete: plain, array, sized, nothrow, aligned, sized+aligned, aligned+nothrow */
+PL_CXX(void, pl_op_del, "_ZdlPv", void *p) { pl_delete(p); }
+PL_CXX(void, pl_op_del_arr, "_ZdaPv", void *p) { pl_delete(p); }
+PL_CXX(void, pl_op_del_sz, "_ZdlPvm", void *p, size_t sz) { pl_delete(p); }
+PL_CXX(void, pl_op_del_arr_sz, "_ZdaPvm", void *p, size_t sz) { pl_delete(p); }
+PL_CXX(void, pl_op_del_nt, "_ZdlPvRKSt9nothrow_t", void *p, const void *nt) { pl_delete(p); }
+PL_CXX(void, pl_op_del_arr_nt, "_ZdaPvRKSt9nothrow_t", void *p, const void *nt) { pl_delete(p); }
+PL_CXX(void, pl_op_del_al, "_ZdlPvSt11align_val_t", void *p, size_t al) { pl_delete(p); }
+PL_CXX(void, pl_op_del_arr_al, "_ZdaPvSt11align_val_t", void *p, size_t al) { pl_delete(p); }
+PL_CXX(void, pl_op_del_sz_al, "_ZdlPvmSt11align_val_t", void *p, size_t sz, size_t al)
+{
+	pl_delete(p);
+}
+PL_CXX(void, pl_op_del_arr_sz_al, "_ZdaPvmSt11align_val_t", void *p, size_t sz, size_t al)
+{
+	pl_delete(p);
+}
+PL_CXX(void, pl_op_del_al_nt, "_ZdlPvSt11align_val_tRKSt9nothrow_t", void *p, size_t al,
+       const void *nt)
+{
+	pl_delete(p);
+}
+PL_CXX(void, pl_op_del_arr_al_nt, "_ZdaPvSt11align_val_tRKSt9nothrow_t", void *p, size_t al,
+       const void *nt)
+{
+	pl_delete(p);
+}
+
+/* ---- initialisation and fork ---------------------------------------------------------- */
+
+static void pl_atfork_child(void)
+{
+	struct pl_thread *t = &pl_tls;
+	uint64_t x;
+
+	/*
+	 * The child must not replay the parent's random stream: mix the child's pid and the
+	 * parent stream's next value into a new base, and reseed the only thread. Counters
+	 * start over for the new process; the table (and LIVE) is inherited with the heap.
+	 */
+	x = pl_g.seed_base ^ ((uint64_t)getpid() << 32) ^ (t->seeded ? pl_rng_next(&t->rng) : 0);
+	pl_g.seed_base = pl_splitmix64(&x);
+	pl_g.threads = 0;
+	pl_thread_seed(t);
+	if (t->state == PL_T_ARMED && !t->in_slow)
+		t->countdown = pl_draw_geom(&t->rng, t->log1m);
+	for (int i = 0; i < MEMPROF_PRELOAD_STAT__SLOTS; i++)
+		if (i != MEMPROF_PRELOAD_STAT_LIVE)
+			memprof_preload_config.stats[i] = 0;
+}
+
+static bool parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtoull(s, &end, 0);
+	return !errno && end != s && !*end;
+}
+
+__attribute__((constructor)) static void pl_init(void)
+{
+	const char *s;
+	uint64_t v;
+	int saved = errno;
+
+	if ((s = getenv("MEMPROF_RATE"))) {
+		char *end;
+		double rate = strtod(s, &end);
+
+		if (end != s && !*end && rate > 0 && rate <= 1)
+			pl_g.env_rate = rate;
+	}
+	if ((s = getenv("MEMPROF_SEED")) && parse_u64(s, &v)) {
+		pl_g.seed_base = v;
+	} else if (getrandom(&pl_g.seed_base, sizeof(pl_g.seed_base), GRND_NONBLOCK) !=
+		   sizeof(pl_g.seed_base)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		pl_g.seed_base = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+				 ((uint64_t)getpid() << 16);
+	}
+	if ((s = getenv("MEMPROF_ARM")) && !strcmp(s, "1"))
+		pl_g.force = true;
+	if ((s = getenv("MEMPROF_TEST_LOG")) && parse_u64(s, &v) && v <= INT32_MAX) {
+		pl_g.test_fd = (int)v;
+		pl_g.force = true;
+	}
+	pthread_atfork(NULL, NULL, pl_atfork_child);
+	__atomic_store_n(&pl_g.ready, true, __ATOMIC_RELEASE);
+	/* Allocations made before this constructor only polled: re-evaluate at the next one. */
+	__atomic_store_n(&pl_tls.countdown, 0, __ATOMIC_RELAXED);
+	pl_tls.state = PL_T_NEW;
+	errno = saved;
+}
