@@ -331,9 +331,11 @@ static void usage(FILE *f, const char *prog)
 static int wait_child(pid_t pid, int *status)
 {
 	while (waitpid(pid, status, 0) < 0) {
-		if (errno != EINTR) {
-			fprintf(stderr, "floor: failed to wait for pid %d: %s\n", pid, strerror(errno));
-			return -errno;
+		int err = errno;
+
+		if (err != EINTR) {
+			fprintf(stderr, "floor: failed to wait for pid %d: %s\n", pid, strerror(err));
+			return -err;
 		}
 	}
 	return 0;
@@ -434,9 +436,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "floor: no allocator function found in the objects given\n");
 		goto out;
 	}
-	t_attach = now_ms();
-
-	t_release = now_ms();
+	t_attach = t_release = now_ms();
 	if (write(go[1], "g", 1) != 1) {
 		fprintf(stderr, "floor: failed to release the child: %s\n", strerror(errno));
 		goto out;

@@ -5,6 +5,8 @@
 # vmlinux.h is dumped from the running kernel's BTF once per build directory.
 
 BPF_CFLAGS	:= -target bpf -g -O2 -D__TARGET_ARCH_x86 -Wall -Werror -I $(B)/gen -I bpf -I .
+# <bpf/usdt.bpf.h> (the libmemprof-preload USDT programs) includes <linux/errno.h> -> <asm/errno.h>
+BPF_CFLAGS	+= -I /usr/include/$(shell $(CC) -dumpmachine)
 
 $(B)/gen/vmlinux.h:
 	$(call msg,GEN,$@)
@@ -67,3 +69,18 @@ $(B)/tests/bpf/probe_check: $(B)/tests/bpf/probe_check.o $(BPF_LOADER_OBJS)
 
 BPF_TESTS	+= $(B)/tests/bpf/probe_check $(PROBE_WL_DIR)/probe_wl $(PROBE_WL_DIR)/probe_wl_cxx \
 		   $(PROBE_WL_DIR)/probe_wl_nolibc
+
+include bpf/allocators.mk
+
+# bpf tier: overhead tests (tests/bpf/overhead-*.sh): probe placement on the real libc, the
+# session fallback, overhead budgets.
+$(PROBE_WL_DIR)/ovh_loop: tests/workloads/ovh_loop.c
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(PROBE_WL_CFLAGS) -o $@ $<
+
+$(B)/tests/bpf/overhead_check: $(B)/tests/bpf/overhead_check.o $(BPF_LOADER_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(BPF_LOADER_LIBS) -ldl -lm
+
+BPF_TESTS	+= $(B)/tests/bpf/overhead_check $(PROBE_WL_DIR)/ovh_loop

@@ -75,6 +75,29 @@ struct {
 	__uint(max_entries, MP_RINGBUF_SIZE);
 } rb SEC(".maps");
 
+/* Probe hits per process (overhead accounting, bpf/memprof.h struct mp_proc_hits). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, MP_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, struct mp_proc_hits);
+} phits SEC(".maps");
+
+/* The loader's self-tests on its own process (enum mp_selftest). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MP_SELFTEST__MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} selftest SEC(".maps");
+
+/* Linux 6.13+: in a uprobe session program, true in the return half. */
+extern bool bpf_session_is_return(void) __ksym __weak;
+
+/* Set by the loader before load: the allocator probes are uprobe sessions (mp_session), so an
+ * entry that skips its return half leaves no nesting depth behind (see nested_noret()). */
+const volatile bool mp_session_mode = false;
+
 /* Per-thread state. */
 struct tstate {
 	__u64 countdown;	/* words up to and including the next sample point; 0 = draw */
@@ -92,6 +115,13 @@ struct tstate {
 	__u32 kind;
 	__u32 sample_profile;	/* != 0: the block holds a sample point for this profile */
 	__u32 _pad;
+	/* Sessions (mp_session): the last outermost call whose return half was skipped, which
+	 * may still be running (see nested_noret()). noret_sp == 0: none. */
+	__u64 noret_sp;		/* its entry stack pointer (where its return address is) */
+	__u64 noret_ret;	/* its return address, *(noret_sp) at entry */
+	__u64 noret_ip;		/* its probe address */
+	__u32 fresh;		/* alloc_entry() just made this call the outermost one */
+	__u32 _pad2;
 };
 
 struct {
@@ -189,6 +219,43 @@ static __always_inline bool nested(const struct tstate *st, __u64 sp)
 }
 
 /*
+ * Sessions: is this call (stack pointer @sp, probe address @ip) nested in the last outermost
+ * call whose return half was skipped? Without a return we do not know whether that call is
+ * over, so its frame is checked instead: while it runs, its return address is still at its
+ * entry stack pointer; once it returned, the caller's next call or push overwrote that slot.
+ * The same function entered again at the same stack pointer is the caller calling it again
+ * (a loop), not a tail call (a tail call enters another function).
+ */
+static __always_inline bool nested_noret(const struct tstate *st, __u64 sp, __u64 ip)
+{
+	__u64 ret = 0;
+
+	if (!st->noret_sp || sp > st->noret_sp || (sp == st->noret_sp && ip == st->noret_ip))
+		return false;
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)st->noret_sp))
+		return false;
+	return ret == st->noret_ret;
+}
+
+static __always_inline void hits_add(__u32 tgid, bool ret)
+{
+	struct mp_proc_hits *h = bpf_map_lookup_elem(&phits, &tgid);
+
+	if (!h) {
+		struct mp_proc_hits zero = {};
+
+		bpf_map_update_elem(&phits, &tgid, &zero, BPF_NOEXIST);
+		h = bpf_map_lookup_elem(&phits, &tgid);
+		if (!h)
+			return;
+	}
+	if (ret)
+		h->returns++;
+	else
+		h->entries++;
+}
+
+/*
  * Entry of an allocator with a return probe. @size: requested bytes; @may_sample: false when
  * the call cannot allocate (realloc(p, 0), calloc overflow, file-backed mmap). Returns 1 when
  * this call is now the thread's outermost allocator call, 0 otherwise.
@@ -207,11 +274,13 @@ static __always_inline int alloc_entry(struct pt_regs *ctx, __u32 kind, __u64 si
 		return 0;
 	}
 	stat_inc(MP_STAT_CALLS);
+	hits_add(tgid, false);
 	st = tstate_get(true);
 	if (!st)
 		return 0;
-	if (nested(st, sp)) {
-		st->depth++;
+	if (nested(st, sp) || (mp_session_mode && nested_noret(st, sp, PT_REGS_IP(ctx)))) {
+		if (!mp_session_mode) /* sessions: a nested call has no return half */
+			st->depth++;
 		stat_inc(MP_STAT_NESTED);
 		return 0;
 	}
@@ -219,6 +288,8 @@ static __always_inline int alloc_entry(struct pt_regs *ctx, __u32 kind, __u64 si
 		stat_inc(MP_STAT_MISSED_RETURNS);
 	st->depth = 1;
 	st->outer_sp = sp;
+	st->noret_sp = 0;
+	st->fresh = 1;
 	st->kind = kind;
 	st->size = size;
 	st->arg = arg;
@@ -280,19 +351,120 @@ static __always_inline void sampled_put(__u32 tgid, __u64 addr, __u32 profile, _
 		stat_inc(MP_STAT_TABLE_DROPS);
 }
 
+/* The fixed part of an alloc record: the block, and the frame-pointer walk of the stack. */
+static __always_inline void alloc_fill(struct pt_regs *ctx, struct mp_alloc_event *e,
+				       const struct tstate *st, const struct mp_proc_cfg *cfg,
+				       __u64 pid_tgid, __u64 addr)
+{
+	__u32 max_frames = cfg->max_frames;
+	long n;
+
+	hdr_fill(&e->h, MP_EV_ALLOC, pid_tgid, st->sample_profile);
+	e->addr = addr;
+	e->size = st->size;
+	e->remaining = st->remaining;
+	e->kind = st->kind;
+	if (max_frames == 0 || max_frames > MP_MAX_STACK)
+		max_frames = MP_MAX_STACK;
+	n = bpf_get_stack(ctx, e->stack, max_frames * sizeof(__u64), BPF_F_USER_STACK);
+	if (n < 0) {
+		stat_inc(MP_STAT_STACK_ERRORS);
+		n = 0;
+	}
+	e->nframes = n / sizeof(__u64);
+}
+
+/*
+ * User-stack copies (struct mp_ustack), for DWARF unwinding in the daemon. Taken at the
+ * allocator's return: the registers are then the caller's (ip = the return address, sp after
+ * the ret), its frames are intact above sp, and only blocks that were sampled and allocated pay
+ * for a copy, which goes straight into the ring buffer record (nothing to keep per thread
+ * between entry and return). bpf_probe_read_user() fails wholly when any byte of its range is
+ * unreadable, so the copy is made of whole pages from sp's page upward: every read is a full
+ * page at a constant offset of the record (what the verifier can bound), and the copy ends
+ * cleanly at the top of the stack mapping. Ring-buffer reservations need a constant size: the
+ * record is reserved in one of five sizes (2, 3, 5, 9 or 17 pages of data, for windows up to
+ * 4, 8, 16, 32 and 64 KiB whatever sp's offset in its page).
+ */
+#define MP_USTACK_RECORD(pages)	\
+	(sizeof(struct mp_alloc_event) + sizeof(struct mp_ustack) + (pages) * MP_PAGE_SIZE)
+/*
+ * A copy is ~20 times the size of a record without one: copies only go while the ring is less
+ * than half full, so that a burst the daemon cannot keep up with costs stack copies (the
+ * events keep their frame-pointer walk; counted as MP_STAT_USTACK_LOST), not samples.
+ */
+#define MP_USTACK_RING_LIMIT	((MP_RINGBUF_SIZE - MP_RINGBUF_RESERVE) / 2)
+
+static __always_inline int emit_ustack_pages(struct pt_regs *ctx, const struct tstate *st,
+					     const struct mp_proc_cfg *cfg, __u64 pid_tgid,
+					     __u64 addr, __u32 want, __u32 npages,
+					     const __u32 cap)
+{
+	__u64 sp = PT_REGS_SP(ctx), base = sp & ~(__u64)(MP_PAGE_SIZE - 1), size;
+	struct mp_alloc_event *e;
+	struct mp_ustack *us;
+	__u8 *data;
+	__u32 i;
+
+	if (bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) + MP_USTACK_RECORD(cap) > MP_USTACK_RING_LIMIT)
+		return -1;
+	e = bpf_ringbuf_reserve(&rb, MP_USTACK_RECORD(cap), 0);
+	if (!e)
+		return -1;
+	alloc_fill(ctx, e, st, cfg, pid_tgid, addr);
+	us = (void *)(e + 1);
+	data = (void *)(us + 1);
+	for (i = 0; i < cap; i++) {
+		if (i >= npages)
+			break;
+		if (bpf_probe_read_user(data + i * MP_PAGE_SIZE, MP_PAGE_SIZE,
+					(void *)(base + i * MP_PAGE_SIZE)))
+			break;
+	}
+	size = (__u64)i * MP_PAGE_SIZE;
+	size = size > sp - base ? size - (sp - base) : 0;
+	us->ip = PT_REGS_IP(ctx);
+	us->sp = sp;
+	us->bp = PT_REGS_FP(ctx);
+	us->offset = sp - base;
+	us->size = size < want ? size : want;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+static __always_inline int emit_alloc_ustack(struct pt_regs *ctx, const struct tstate *st,
+					     const struct mp_proc_cfg *cfg, __u64 pid_tgid,
+					     __u64 addr)
+{
+	__u32 want = cfg->ustack_size, npages;
+
+	if (want > MP_USTACK_MAX)
+		want = MP_USTACK_MAX;
+	npages = ((PT_REGS_SP(ctx) & (MP_PAGE_SIZE - 1)) + want + MP_PAGE_SIZE - 1) / MP_PAGE_SIZE;
+	if (npages <= 2)
+		return emit_ustack_pages(ctx, st, cfg, pid_tgid, addr, want, npages, 2);
+	if (npages <= 3)
+		return emit_ustack_pages(ctx, st, cfg, pid_tgid, addr, want, npages, 3);
+	if (npages <= 5)
+		return emit_ustack_pages(ctx, st, cfg, pid_tgid, addr, want, npages, 5);
+	if (npages <= 9)
+		return emit_ustack_pages(ctx, st, cfg, pid_tgid, addr, want, npages, 9);
+	return emit_ustack_pages(ctx, st, cfg, pid_tgid, addr, want, npages, 17);
+}
+
 /* Return of an allocator: @ret is its return value. */
 static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tgid = pid_tgid >> 32, max_frames;
+	__u32 tgid = pid_tgid >> 32;
 	struct mp_sampled_key key = { .tgid = tgid };
 	struct mp_sampled_val val = {};
 	struct mp_alloc_event *e;
 	struct mp_proc_cfg *cfg;
 	struct tstate *st;
 	__u64 addr = ret;
-	long n;
 
+	hits_add(tgid, true);
 	st = tstate_get(false);
 	if (!st || !st->depth) {
 		stat_inc(MP_STAT_MISSED_RETURNS);
@@ -328,6 +500,21 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 			st->old_profile = 0;
 		}
 		break;
+	case MP_KIND_XALLOCX:
+		/* size_t xallocx(ptr, size, extra, flags) returns the block's real size: the
+		 * block was resized in place when that is at least size. Then the old block is
+		 * collected and a block of size bytes allocated at the same address (as for a
+		 * realloc that returns its argument); otherwise nothing changed. */
+		addr = st->size && ret >= st->size ? st->arg : 0;
+		if (st->old_profile) {
+			if (addr)
+				emit_free(pid_tgid, st->old_profile, st->arg, st->kind);
+			else
+				sampled_put(tgid, st->arg, st->old_profile, st->old_kind,
+					    st->old_incarnation);
+			st->old_profile = 0;
+		}
+		break;
 	default:
 		break;
 	}
@@ -346,26 +533,20 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 		stat_inc(MP_STAT_TABLE_DROPS);
 		return 0;
 	}
+	if (cfg->ustack_size) {
+		if (!emit_alloc_ustack(ctx, st, cfg, pid_tgid, addr)) {
+			stat_inc(MP_STAT_SAMPLED);
+			return 0;
+		}
+		stat_inc(MP_STAT_USTACK_LOST);	/* the record without the copy may fit */
+	}
 	e = data_reserve(sizeof(*e));
 	if (!e) {
 		bpf_map_delete_elem(&sampled, &key);
 		stat_inc(MP_STAT_RINGBUF_DROPS);
 		return 0;
 	}
-	hdr_fill(&e->h, MP_EV_ALLOC, pid_tgid, st->sample_profile);
-	e->addr = addr;
-	e->size = st->size;
-	e->remaining = st->remaining;
-	e->kind = st->kind;
-	max_frames = cfg->max_frames;
-	if (max_frames == 0 || max_frames > MP_MAX_STACK)
-		max_frames = MP_MAX_STACK;
-	n = bpf_get_stack(ctx, e->stack, max_frames * sizeof(__u64), BPF_F_USER_STACK);
-	if (n < 0) {
-		stat_inc(MP_STAT_STACK_ERRORS);
-		n = 0;
-	}
-	e->nframes = n / sizeof(__u64);
+	alloc_fill(ctx, e, st, cfg, pid_tgid, addr);
 	bpf_ringbuf_submit(e, 0);
 	stat_inc(MP_STAT_SAMPLED);
 	return 0;
@@ -385,9 +566,13 @@ static __always_inline int free_entry(struct pt_regs *ctx, __u32 kind, __u64 add
 		return 0;
 	}
 	stat_inc(MP_STAT_CALLS);
+	hits_add(tgid, false);
 	if (!addr)
 		return 0; /* free(NULL) */
 	st = tstate_get(false);
+	/* Sessions need no nested_noret() here: a free nested in an allocator call whose return
+	 * half was skipped (realloc of an unsampled block, operator delete -> free) cannot find a
+	 * sampled block the outer call did not take first. */
 	if (st && nested(st, PT_REGS_SP(ctx))) {
 		stat_inc(MP_STAT_NESTED);
 		return 0;
@@ -452,8 +637,33 @@ static __always_inline int dlstate_entry(void)
  * Every entry probe. The attach cookie says which function this is: MP_COOKIE(shape, kind), the
  * shape telling where the arguments are (bpf/memprof.h).
  */
-SEC("uprobe")
-int BPF_KPROBE(mp_entry)
+/* The loader's probes on itself (MP_SHAPE_SELFTEST, MP_SHAPE_CALIBRATE). Returns the count. */
+static __always_inline __u64 selftest_hit(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&selftest, &idx);
+
+	return v ? __sync_fetch_and_add(v, 1) + 1 : 0;
+}
+
+/* CALIBRATE entry: about the work of an unsampled allocator call. */
+static __always_inline int calibrate_entry(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct tstate *st;
+
+	bpf_map_lookup_elem(&procs, &tgid);
+	st = tstate_get(true);
+	if (st)
+		st->fresh = 0;
+	selftest_hit(MP_SELFTEST_CALIB);
+	return 0;
+}
+
+/*
+ * Every entry probe. The attach cookie says which function this is: MP_COOKIE(shape, kind), the
+ * shape telling where the arguments are (bpf/memprof.h).
+ */
+static __always_inline int entry_dispatch(struct pt_regs *ctx)
 {
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 kind = MP_COOKIE_KIND(cookie);
@@ -484,16 +694,80 @@ int BPF_KPROBE(mp_entry)
 		return free_entry(ctx, kind, a1);
 	case MP_SHAPE_DLSTATE:
 		return dlstate_entry();
+	case MP_SHAPE_SELFTEST:
+		selftest_hit(MP_SELFTEST_ENTRIES);
+		return 0;
+	case MP_SHAPE_CALIBRATE:
+		return calibrate_entry();
+	case MP_SHAPE_XALLOCX:	/* xallocx(ptr, size, extra, flags): see alloc_return() */
+		return realloc_entry(ctx, kind, a1, a2, false);
+	case MP_SHAPE_HEAP_CALLOC: {	/* mi_heap_calloc(heap, n, size) */
+		bool ovf = mul_overflows(a2, a3);
+
+		return alloc_entry(ctx, kind, ovf ? 0 : a2 * a3, !ovf, 0);
+	}
+	case MP_SHAPE_HEAP_REALLOC:	/* mi_heap_realloc(heap, ptr, size) */
+		return realloc_entry(ctx, kind, a2, a3, false);
 	default:
 		return 0;
 	}
+}
+
+SEC("uprobe")
+int BPF_KPROBE(mp_entry)
+{
+	return entry_dispatch(ctx);
 }
 
 /* Every allocator's return. */
 SEC("uretprobe")
 int BPF_KRETPROBE(mp_ret, __u64 ret)
 {
+	if (MP_COOKIE_SHAPE(bpf_get_attach_cookie(ctx)) >= MP_SHAPE_SELFTEST) {
+		selftest_hit(MP_SELFTEST_RETURNS);
+		return 0;
+	}
 	return alloc_return(ctx, ret);
+}
+
+/*
+ * Linux 6.13+: entry and return of every allocator in one uprobe session program (attach type
+ * BPF_TRACE_UPROBE_SESSION, loaded only when the kernel has them). Returning non-zero from the
+ * entry half skips the return half: only calls that hold a sample point, or reallocs of a
+ * sampled block, pay for a return probe (uprobe-cost.md: -1.0 us per malloc+free pair).
+ */
+SEC("uprobe")
+int BPF_KPROBE(mp_session)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx), sp = PT_REGS_SP(ctx);
+	__u32 shape = MP_COOKIE_SHAPE(cookie);
+	struct tstate *st;
+
+	if (bpf_session_is_return()) {
+		if (shape >= MP_SHAPE_SELFTEST) {
+			selftest_hit(MP_SELFTEST_RETURNS);
+			return 0;
+		}
+		return alloc_return(ctx, PT_REGS_RC(ctx));
+	}
+	if (shape == MP_SHAPE_SELFTEST) /* odd hits keep their return half, even ones skip it */
+		return (selftest_hit(MP_SELFTEST_ENTRIES) & 1) ? 0 : 1;
+	if (shape == MP_SHAPE_CALIBRATE)
+		return calibrate_entry() || MP_COOKIE_KIND(cookie) ? 0 : 1;
+	entry_dispatch(ctx);
+	st = tstate_get(false);
+	if (!st || !st->fresh)
+		return 1;	/* not an outermost allocator call: nothing to do at its return */
+	st->fresh = 0;
+	if (st->sample_profile || st->old_profile)
+		return 0;	/* the return half emits the block or settles the old one */
+	/* Unsampled: no return half, so no nesting depth; remember the frame instead. */
+	st->depth = 0;
+	st->noret_sp = sp;
+	st->noret_ip = PT_REGS_IP(ctx);
+	if (bpf_probe_read_user(&st->noret_ret, sizeof(st->noret_ret), (void *)sp))
+		st->noret_sp = 0;
+	return 1;
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -555,4 +829,103 @@ int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
 	bpf_map_delete_elem(&procs, &tgid);
 	bpf_map_delete_elem(&pstate, &tgid);
 	return emit_proc(MP_EV_EXIT, tgid, p->pid, profile, 0, code);
+}
+
+/*
+ * ---- libmemprof-preload: the cooperative fast path ----
+ *
+ * A process that maps libmemprof-preload.so samples in-process and reaches a USDT probe only
+ * for a sampled block (memprof:alloc, its multiplicity already final) and for the free of one
+ * (memprof:free); <memprof/preload.h> is the ABI. The loader attaches these two programs
+ * instead of allocator uprobes and keeps the process' "pltargets" entry. They emit the same
+ * records as the uprobe programs, marked MP_KIND_F_PRELOAD; the library's own table filters
+ * frees, so no "sampled" entry is kept here.
+ */
+#define BPF_USDT_MAX_SPEC_CNT	2048	/* two specs per process profiled through the library */
+#define BPF_USDT_MAX_IP_CNT	256	/* unused: the kernel has BPF cookies */
+#include <bpf/usdt.bpf.h>
+
+#define MP_PL_MAX_SKIP		16	/* library frames dropped from the top of a stack */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MP_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, struct mp_preload_target);
+} pltargets SEC(".maps");
+
+SEC("usdt")
+int BPF_USDT(mp_usdt_alloc, __u64 addr, __u64 size, __u64 nsamples, __u32 kind, __u32 gen)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), lo, hi;
+	__u32 tgid = pid_tgid >> 32, max_frames, skip, nfr;
+	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+	struct mp_preload_target *pt;
+	struct mp_alloc_event *e;
+	long n;
+
+	if (!cfg) {
+		stat_inc(MP_STAT_FOREIGN_CALLS);
+		return 0;
+	}
+	pt = bpf_map_lookup_elem(&pltargets, &tgid);
+	/* drawn under another generation (another rate, or before a stop): not ours */
+	if (!pt || gen != pt->gen || !(cfg->flags & MP_PROC_SAMPLING) || !addr || !nsamples)
+		return 0;
+	lo = pt->lo;
+	hi = pt->hi;
+	e = data_reserve(sizeof(*e));
+	if (!e) {
+		stat_inc(MP_STAT_RINGBUF_DROPS);
+		return 0;
+	}
+	hdr_fill(&e->h, MP_EV_ALLOC, pid_tgid, cfg->profile);
+	e->addr = addr;
+	e->size = size;
+	e->remaining = nsamples;	/* final: see MP_KIND_F_PRELOAD */
+	e->kind = (kind & MP_KIND_MASK) | MP_KIND_F_PRELOAD;
+	n = bpf_get_stack(ctx, e->stack, sizeof(e->stack), BPF_F_USER_STACK);
+	if (n < 0) {
+		stat_inc(MP_STAT_STACK_ERRORS);
+		n = 0;
+	}
+	nfr = n / sizeof(__u64);
+	/* The stack starts at the probe site, inside the library: drop its frames. */
+	for (skip = 0; skip < MP_PL_MAX_SKIP && skip < nfr; skip++)
+		if (e->stack[skip] < lo || e->stack[skip] >= hi)
+			break;
+	max_frames = cfg->max_frames;
+	if (max_frames == 0 || max_frames > MP_MAX_STACK)
+		max_frames = MP_MAX_STACK;
+	nfr -= skip;
+	if (nfr > max_frames)
+		nfr = max_frames;
+	for (__u32 i = 0; i < MP_MAX_STACK; i++) {
+		__u32 j = i + skip;
+
+		if (i >= nfr || j >= MP_MAX_STACK)
+			break;
+		e->stack[i] = e->stack[j];
+	}
+	e->nframes = nfr;
+	bpf_ringbuf_submit(e, 0);
+	stat_inc(MP_STAT_SAMPLED);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(mp_usdt_free, __u64 addr, __u32 kind)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32;
+	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (!cfg) {
+		stat_inc(MP_STAT_FOREIGN_CALLS);
+		return 0;
+	}
+	/* Frees are reported after a stop too, as in uprobe mode. */
+	if (!addr || !bpf_map_lookup_elem(&pltargets, &tgid))
+		return 0;
+	return emit_free(pid_tgid, cfg->profile, addr, (kind & MP_KIND_MASK) | MP_KIND_F_PRELOAD);
 }

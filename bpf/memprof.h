@@ -33,8 +33,21 @@ enum mp_kind {
 	MP_KIND_DELETE,		/* operator delete, delete[], sized and aligned variants */
 	MP_KIND_MUNMAP,
 	MP_KIND_EXEC,		/* block dropped because its process exec'd */
+	MP_KIND_XALLOCX,	/* jemalloc xallocx: a resize in place, modelled as collect +
+				 * alloc of the new size at the same address when it succeeds */
 	MP_KIND__MAX,
 };
+
+/*
+ * Flag in the kind field of MP_EV_ALLOC and MP_EV_FREE records, above every enum mp_kind value
+ * (kind & MP_KIND_MASK is the enum mp_kind). MP_KIND_F_PRELOAD: the record comes from
+ * libmemprof-preload's USDT probes (memprof:alloc / memprof:free, <memprof/preload.h>), not
+ * from allocator uprobes. An alloc's "remaining" is then the block's final multiplicity
+ * n >= 1, drawn in-process: the daemon draws nothing. A free may name a block the daemon
+ * never saw (sampled under an older generation, or inherited across fork): it is ignored.
+ */
+#define MP_KIND_F_PRELOAD	(1u << 31)
+#define MP_KIND_MASK		0xffu
 
 enum mp_event_type {
 	MP_EV_ALLOC = 1,	/* a block that holds a sample point: struct mp_alloc_event */
@@ -67,6 +80,29 @@ struct mp_alloc_event {
 	__u64 stack[MP_MAX_STACK];
 };
 
+/*
+ * Optional tail of an MP_EV_ALLOC record, for DWARF unwinding in the daemon (daemon/unwind.h):
+ * present when the record is longer than struct mp_alloc_event, right after it (stack[] is then
+ * always full size). Only sampled allocations of processes whose mp_proc_cfg.ustack_size is
+ * non-zero carry one. Taken at the allocator's return: ip is the return address into the
+ * caller and sp the caller's stack pointer after the ret, a valid unwinding start for the
+ * caller's frame. The copy is whole pages from sp's page upward (a read fails wholly when a
+ * page is unmapped), stopping at the first unreadable page: data[offset] is the byte at sp,
+ * and size bytes from sp upward are valid (size <= ustack_size). It never reaches a trace.
+ */
+struct mp_ustack {
+	__u64 ip;		/* PT_REGS_IP: return address into the allocator's caller */
+	__u64 sp;		/* PT_REGS_SP */
+	__u64 bp;		/* PT_REGS_FP */
+	__u32 offset;		/* sp & (MP_PAGE_SIZE - 1): where sp's byte is in data[] */
+	__u32 size;		/* valid bytes from data[offset] up */
+	/* __u8 data[]: whole pages starting at sp's page (record size - headers bytes) */
+};
+
+#define MP_PAGE_SIZE		4096
+#define MP_USTACK_MAX		(64 << 10)	/* largest copy (mp_proc_cfg.ustack_size) */
+#define MP_USTACK_DEFAULT	(16 << 10)	/* default copy: see docs/DESIGN.md, stacks */
+
 struct mp_free_event {
 	struct mp_event_hdr h;
 	__u64 addr;
@@ -94,6 +130,32 @@ enum mp_shape {
 	MP_SHAPE_MMAP,		/* addr, len, prot, flags */
 	MP_SHAPE_FREE,		/* ptr (no return probe) */
 	MP_SHAPE_DLSTATE,	/* ld.so's _dl_debug_state: emits MP_EV_MAP */
+	MP_SHAPE_XALLOCX,	/* ptr, size, extra, flags; returns the block's real size */
+	MP_SHAPE_HEAP_CALLOC,	/* heap, n, size (mimalloc's mi_heap_calloc) */
+	MP_SHAPE_HEAP_REALLOC,	/* heap, ptr, size (mimalloc's mi_heap_realloc) */
+	/* The loader's probes on its own process (daemon/bpf_loader.c), never on a target:
+	 * SELFTEST checks uprobe session semantics, CALIBRATE measures the cost of a probe hit
+	 * (kind 0: entry only, kind 1: entry and return). */
+	MP_SHAPE_SELFTEST = 250,
+	MP_SHAPE_CALIBRATE,
+};
+
+/* Map "selftest" (array of __u64), written by the SELFTEST/CALIBRATE probes. */
+enum mp_selftest {
+	MP_SELFTEST_ENTRIES,	/* SELFTEST entry hits */
+	MP_SELFTEST_RETURNS,	/* SELFTEST/CALIBRATE return hits */
+	MP_SELFTEST_CALIB,	/* CALIBRATE entry hits */
+	MP_SELFTEST__MAX,
+};
+
+/*
+ * Probe hits of a process (per-CPU hash "phits", key = tgid), for the overhead estimate:
+ * entries = entry probe hits (every probed call), returns = return probe hits (every call with
+ * a return probe; with uprobe sessions only the calls whose return half ran).
+ */
+struct mp_proc_hits {
+	__u64 entries;
+	__u64 returns;
 };
 #define MP_COOKIE(shape, kind)	(((__u64)(shape) << 8) | (kind))
 #define MP_COOKIE_SHAPE(c)	((__u32)((c) >> 8) & 0xff)
@@ -106,6 +168,9 @@ struct mp_proc_cfg {
 	__u32 gen;		/* bumped when the rate changes: threads redraw their countdown */
 	__u32 flags;		/* MP_PROC_* */
 	__u32 max_frames;	/* callstack size for this profile, <= MP_MAX_STACK */
+	__u32 ustack_size;	/* bytes of user stack copied with each sampled alloc event
+				 * (struct mp_ustack), <= MP_USTACK_MAX; 0 = none */
+	__u32 _pad;
 };
 
 #define MP_PROC_SAMPLING	(1u << 0)	/* draw samples (cleared by stop) */
@@ -125,6 +190,9 @@ enum mp_stat {
 				 * probes are pid-filtered, so other processes never trap) */
 	MP_STAT_PROCS_FULL,	/* a followed fork found the "procs" map full */
 	MP_STAT_NESTED,		/* allocator calls made inside another allocator call (ignored) */
+	MP_STAT_USTACK_LOST,	/* sampled events sent without their user-stack copy (ring
+				 * space for the larger record): their stacks are frame-pointer
+				 * walks */
 	MP_STAT__MAX,
 };
 
@@ -146,12 +214,25 @@ struct mp_sampled_val {
 	__u32 kind;		/* enum mp_kind of the allocation */
 };
 
+/*
+ * A process profiled through libmemprof-preload (map "pltargets", key = tgid, written by the
+ * loader): the library's executable mapping, whose frames the USDT programs drop from the top
+ * of a stack, and the config generation the daemon last wrote (memprof:alloc events drawn
+ * under another generation are dropped).
+ */
+struct mp_preload_target {
+	__u64 lo, hi;		/* [lo, hi): the library's mappings */
+	__u32 gen;		/* memprof_preload_config.generation written by the daemon */
+	__u32 _pad;
+};
+
 #ifndef __bpf__
 _Static_assert(sizeof(struct mp_event_hdr) == 24, "mp_event_hdr layout");
 _Static_assert(sizeof(struct mp_alloc_event) == 24 + 32 + 8 * MP_MAX_STACK, "alloc layout");
 _Static_assert(sizeof(struct mp_free_event) == 40, "free layout");
 _Static_assert(sizeof(struct mp_proc_event) == 32, "proc layout");
-_Static_assert(sizeof(struct mp_proc_cfg) == 24, "proc cfg layout");
+_Static_assert(sizeof(struct mp_proc_cfg) == 32, "proc cfg layout");
+_Static_assert(sizeof(struct mp_ustack) == 32, "ustack layout");
 #endif
 
 #endif /* MEMPROF_BPF_ABI_H */

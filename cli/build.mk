@@ -14,3 +14,12 @@ $(B)/bin/memprofctl: $(CTL_OBJS) $$(CTL_EXTRA_OBJS) $(B)/lib/libmemprof.a
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(CTL_OBJS) $(CTL_EXTRA_OBJS) $(CTL_LIBS) $(CTL_EXTRA_LIBS) -lm
 
 BINS += $(B)/bin/memprofctl
+
+# bpf tier: `memprofctl record` following forks and execs (tests/bpf/follow-*.sh).
+$(B)/tests/workloads/follow_wl: tests/workloads/follow_wl.c
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) -std=gnu11 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -D_GNU_SOURCE $(WARN) \
+		-o $@ $< -pthread
+
+BPF_TESTS += $(B)/tests/workloads/follow_wl

@@ -5,10 +5,12 @@
  *
  * Probes must be in place before the new image runs any code of its own, but the libraries
  * whose allocators we probe are mapped by the dynamic linker after exec. So the child runs
- * under ptrace: it stops at exec (PTRACE_TRACEME), we put a breakpoint on the dynamic
- * linker's debugger hook _dl_debug_state() and let it run until the link map is consistent
- * (r_debug.r_state == RT_CONSISTENT: every DT_NEEDED object mapped, no constructor run yet),
- * attach the probes there, then detach. A static executable is probed at the exec stop.
+ * under ptrace: it stops at exec (PTRACE_SEIZE, PTRACE_O_TRACEEXEC), we put a breakpoint on the
+ * dynamic linker's debugger hook _dl_debug_state() and let it run until the link map is
+ * consistent (r_debug.r_state == RT_CONSISTENT: every DT_NEEDED object mapped, no constructor
+ * run yet) and attach the probes there. A static executable is probed at the exec stop. The
+ * tree stays traced so that forked children and later execs are probed the same way before
+ * they run (cli/record_trace.c).
  */
 #include <elf.h>
 #include <errno.h>
@@ -33,9 +35,9 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/record_trace.h"
 #include "daemon/engine.h"
 
-#define RT_CONSISTENT 0		/* <link.h> r_state */
 #define R_DEBUG_STATE_OFF 24	/* offsetof(struct r_debug, r_state) on LP64 */
 
 static void record_usage(FILE *f)
@@ -46,15 +48,25 @@ static void record_usage(FILE *f)
 		"Run CMD and sample its allocations; write a memtrace trace when it exits.\n"
 		"\n"
 		"Options:\n"
-		"  -r, --rate RATE          sampling rate per 8-byte word, in (0, 1] (default 1e-4)\n"
+		"  -r, --rate RATE          sampling rate per 8-byte word, in (0, 1]\n"
+		"                           (default 1e-4)\n"
 		"      --interval BYTES     mean bytes between samples (rate = 8 / BYTES)\n"
 		"      --callstack-size N   frames kept per sample (default and maximum 127)\n"
+		"      --unwind MODE        backtraces: fp (frame pointers), dwarf (DWARF CFI on\n"
+		"                           a copy of the stack), auto (dwarf where frame\n"
+		"                           pointers are missing; default)\n"
+		"      --stack-copy-size B  bytes of stack copied per sample for dwarf/auto\n"
+		"                           (default 16384, at most 65536; 0: no copy)\n"
 		"  -o, --output FILE        trace of CMD (default memprof.ctf); forked children\n"
 		"                           write FILE.<pid>\n"
 		"      --no-follow-forks    do not profile CMD's children\n"
 		"      --seed N             seed of the multiplicity PRNG (reproducible runs)\n"
 		"      --format-version V   memtrace format version 2 (default) or 3\n"
 		"      --zstd               compress the traces with zstd\n"
+		"      --preload[=LIB]      run CMD with LD_PRELOAD=libmemprof-preload.so (LIB):\n"
+		"                           it samples in-process and traps only on samples\n"
+		"      --max-overhead PCT   detach a process whose probes cost more than PCT %%\n"
+		"                           of one CPU (1 s average); 0 = unlimited (default)\n"
 		"  -h, --help               show this help\n");
 }
 
@@ -187,71 +199,11 @@ static int elf_dynsyms(const char *path, const char *const *names, uint64_t *val
 	return r;
 }
 
-#if defined(__x86_64__)
-/*
- * Run the stopped tracee @pid until it executes @addr with, if @state_addr is set, the int at
- * @state_addr equal to RT_CONSISTENT. An int3 is planted at @addr and removed before return;
- * the tracee is left stopped at @addr. Signals the tracee gets meanwhile are passed on.
- */
-static int run_to(pid_t pid, uint64_t addr, uint64_t state_addr)
-{
-	long orig, trap;
-	int st, sig = 0;
-
-	errno = 0;
-	orig = ptrace(PTRACE_PEEKTEXT, pid, (void *)addr, NULL);
-	if (errno)
-		return -errno;
-	trap = (long)(((unsigned long)orig & ~0xfful) | 0xcc);
-	if (ptrace(PTRACE_POKETEXT, pid, (void *)addr, (void *)trap))
-		return -errno;
-	for (;;) {
-		struct user_regs_struct regs;
-		long state;
-
-		if (ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig))
-			return -errno;
-		sig = 0;
-		if (wait_child(pid, &st) || !WIFSTOPPED(st))
-			return -ESRCH;
-		if (WSTOPSIG(st) != SIGTRAP) {
-			sig = WSTOPSIG(st);
-			continue;
-		}
-		if (ptrace(PTRACE_GETREGS, pid, NULL, &regs))
-			return -errno;
-		if (regs.rip != addr + 1) {
-			sig = SIGTRAP;	/* not ours */
-			continue;
-		}
-		regs.rip = addr;
-		if (ptrace(PTRACE_SETREGS, pid, NULL, &regs) ||
-		    ptrace(PTRACE_POKETEXT, pid, (void *)addr, (void *)orig))
-			return -errno;
-		if (!state_addr)
-			return 0;
-		errno = 0;
-		state = ptrace(PTRACE_PEEKDATA, pid, (void *)state_addr, NULL);
-		if (errno)
-			return -errno;
-		if ((int)(state & 0xffffffff) == RT_CONSISTENT)
-			return 0;
-		/* Not yet: step over the original instruction and re-arm. */
-		if (ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL))
-			return -errno;
-		if (wait_child(pid, &st) || !WIFSTOPPED(st))
-			return -ESRCH;
-		if (ptrace(PTRACE_POKETEXT, pid, (void *)addr, (void *)trap))
-			return -errno;
-	}
-}
-#endif
-
 /*
  * @pid is stopped right after exec. Bring it to where every library it links is mapped and
  * no code of its own has run. Returns 0 (then the tracee is stopped), or -errno.
  */
-static int run_to_link_map(pid_t pid)
+int record_run_to_link_map(pid_t pid, int *st)
 {
 	uint64_t base, entry, vals[2];
 	static const char *const names[] = { "_dl_debug_state", "_r_debug" };
@@ -269,11 +221,13 @@ static int run_to_link_map(pid_t pid)
 	r = elf_dynsyms(ldso, names, vals, 2);
 #if defined(__x86_64__)
 	if (r == 0 && vals[0] && vals[1])
-		return run_to(pid, base + vals[0], base + vals[1] + R_DEBUG_STATE_OFF);
+		return record_trace__run_to(pid, base + vals[0], base + vals[1] + R_DEBUG_STATE_OFF,
+					    st);
 	/* No debugger hook: the entry point (constructors have run by then). */
-	return entry ? run_to(pid, entry, 0) : -ENOENT;
+	return entry ? record_trace__run_to(pid, entry, 0, st) : -ENOENT;
 #else
 	(void)vals;
+	(void)st;
 	return r;
 #endif
 }
@@ -351,6 +305,7 @@ static void print_summary_json(struct mp_engine *e, struct mp_profile *p, const 
 	size_t n = mp_profile__procs(p, NULL, 0);
 	struct mp_proc_stats *ps = calloc(n ? n : 1, sizeof(*ps));
 	uint64_t st[MP_STAT__MAX] = { 0 }, drops[MP_DROP__MAX] = { 0 };
+	struct mp_engine_stack_stats sst;
 	FILE *f = stderr;
 
 	if (!ps)
@@ -364,13 +319,24 @@ static void print_summary_json(struct mp_engine *e, struct mp_profile *p, const 
 		json_str(f, ps[i].comm);
 		fprintf(f, ",\"trace\":");
 		json_str(f, ps[i].trace_path);
+		fprintf(f, ",\"mode\":\"%s\"", mp_proc_mode__name(ps[i].mode));
 		fprintf(f, ",\"blocks\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"frees\":%" PRIu64
 			",\"allocated_bytes\":%.0f,\"allocated_bytes_se\":%.0f"
 			",\"live_bytes\":%.0f,\"live_bytes_se\":%.0f,\"truncated_stacks\":%"
-			PRIu64 "}", ps[i].samples, ps[i].nsamples, ps[i].frees,
+			PRIu64, ps[i].samples, ps[i].nsamples, ps[i].frees,
 			ps[i].est_alloc_bytes, mp_estimate_se_bytes(rate, ps[i].nsamples),
 			ps[i].est_live_bytes, mp_estimate_se_bytes(rate, ps[i].live_nsamples),
 			ps[i].truncated_stacks);
+		fprintf(f, ",\"dwarf_stacks\":%" PRIu64 ",\"window_cut_stacks\":%" PRIu64
+			",\"unwind_fallbacks\":%" PRIu64, ps[i].dwarf_stacks,
+			ps[i].window_cut_stacks, ps[i].unwind_fallbacks);
+		fprintf(f, ",\"probe_hits\":%" PRIu64 ",\"overhead_pct\":%.2f,\"detached_reason\":",
+			ps[i].probe_hits, ps[i].overhead_pct);
+		if (ps[i].detached_reason)
+			json_str(f, ps[i].detached_reason);
+		else
+			fputs("null", f);
+		fputc('}', f);
 	}
 	fprintf(f, "],\"drops\":{");
 	for (int i = MP_STAT_RINGBUF_DROPS, k = 0; i < MP_STAT__MAX; i++)
@@ -379,8 +345,17 @@ static void print_summary_json(struct mp_engine *e, struct mp_profile *p, const 
 				st[i] - base[i]);
 	for (int i = 0; i < MP_DROP__MAX; i++)
 		fprintf(f, ",\"%s\":%" PRIu64, mp_engine_drop__name(i), drops[i]);
-	fprintf(f, "},\"calls\":%" PRIu64 ",\"sampled\":%" PRIu64 "}\n",
-		st[MP_STAT_CALLS] - base[MP_STAT_CALLS], st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED]);
+	mp_engine__stack_stats(e, &sst);
+	fprintf(f, "},\"stacks\":{\"unwind\":\"%s\",\"stack_copy_size\":%d,\"events\":%"
+		PRIu64 ",\"event_ns\":%" PRIu64 ",\"with_copy\":%" PRIu64 ",\"fp\":%" PRIu64
+		",\"dwarf\":%" PRIu64 ",\"unwind_ns\":%" PRIu64 ",\"window_cut\":%" PRIu64
+		",\"max_stack_used\":%" PRIu64 "}", mp_unwind__name(mp_profile__opts(p)->unwind),
+		mp_profile__opts(p)->stack_copy_size, sst.events, sst.event_ns, sst.with_copy,
+		sst.fp_stacks, sst.dwarf_stacks, sst.unwind_ns, sst.window_cut,
+		sst.max_stack_used);
+	fprintf(f, ",\"calls\":%" PRIu64 ",\"sampled\":%" PRIu64 "}\n",
+		st[MP_STAT_CALLS] - base[MP_STAT_CALLS],
+		st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED]);
 	free(ps);
 }
 
@@ -390,7 +365,7 @@ static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint6
 	size_t n = mp_profile__procs(p, NULL, 0);
 	struct mp_proc_stats *ps = calloc(n ? n : 1, sizeof(*ps));
 	uint64_t st[MP_STAT__MAX] = { 0 }, drops[MP_DROP__MAX] = { 0 };
-	uint64_t trunc = 0;
+	uint64_t trunc = 0, dwarf = 0, cut = 0;
 	bool any = false;
 
 	if (!ps)
@@ -409,7 +384,18 @@ static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint6
 			" trace '%s'\n",
 			ps[i].comm, (int)ps[i].pid, ps[i].nsamples, ps[i].samples, ps[i].frees, a,
 			ase, l, lse, ps[i].trace_path ? ps[i].trace_path : "(fd)");
+		if (ps[i].detached_reason)
+			fprintf(stderr, "memprofctl record: %s (pid %d): DETACHED before it exited: "
+				"%s; its trace ends there (blocks live then are not collected)\n",
+				ps[i].comm, (int)ps[i].pid, ps[i].detached_reason);
 		trunc += ps[i].truncated_stacks;
+		dwarf += ps[i].dwarf_stacks;
+		cut += ps[i].window_cut_stacks;
+		if (ps[i].mode == MP_PROC_MODE_PRELOAD)
+			fprintf(stderr, "memprofctl record: %s (pid %d): sampled in-process by "
+				"libmemprof-preload (%" PRIu64 " samples drawn, %" PRIu64 " lost in the "
+				"library)\n", ps[i].comm, (int)ps[i].pid, ps[i].preload_samples,
+				ps[i].preload_lost);
 	}
 	free(ps);
 	mp_engine__stats(e, st, MP_STAT__MAX);
@@ -435,6 +421,11 @@ static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint6
 	if (trunc)
 		fprintf(stderr, "memprofctl record: %" PRIu64 " stacks were truncated to "
 			"--callstack-size %u frames\n", trunc, mp_profile__opts(p)->callstack_size);
+	if (dwarf || cut)
+		fprintf(stderr, "memprofctl record: %" PRIu64 " stacks unwound with DWARF (--unwind "
+			"%s), %" PRIu64 " of them cut where the %d-byte stack copy ended\n", dwarf,
+			mp_unwind__name(mp_profile__opts(p)->unwind), cut,
+			mp_profile__opts(p)->stack_copy_size);
 	fprintf(stderr, "memprofctl record: %" PRIu64 " allocator calls probed, %" PRIu64
 		" sampled\n", st[MP_STAT_CALLS] - base[MP_STAT_CALLS],
 		st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED]);
@@ -446,20 +437,28 @@ struct record_opts {
 	struct mp_profile_opts popts;
 	struct mp_engine_opts eopts;
 	char **cmd;
+	bool preload;			/* --preload: the cooperative fast path */
+	const char *preload_lib;	/* --preload=LIB */
 };
 
 static int parse_args(int argc, char **argv, struct record_opts *o)
 {
-	enum { OPT_INTERVAL = 256, OPT_CALLSTACK, OPT_NO_FOLLOW, OPT_SEED, OPT_FORMAT, OPT_ZSTD };
+	enum { OPT_INTERVAL = 256, OPT_CALLSTACK, OPT_NO_FOLLOW, OPT_SEED, OPT_FORMAT, OPT_ZSTD,
+	       OPT_PRELOAD, OPT_MAX_OVERHEAD, OPT_UNWIND,
+	       OPT_STACK_COPY };
 	static const struct option opts[] = {
 		{ "rate", required_argument, NULL, 'r' },
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
 		{ "callstack-size", required_argument, NULL, OPT_CALLSTACK },
+		{ "unwind", required_argument, NULL, OPT_UNWIND },
+		{ "stack-copy-size", required_argument, NULL, OPT_STACK_COPY },
 		{ "output", required_argument, NULL, 'o' },
 		{ "no-follow-forks", no_argument, NULL, OPT_NO_FOLLOW },
 		{ "seed", required_argument, NULL, OPT_SEED },
 		{ "format-version", required_argument, NULL, OPT_FORMAT },
 		{ "zstd", no_argument, NULL, OPT_ZSTD },
+		{ "preload", optional_argument, NULL, OPT_PRELOAD },
+		{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
@@ -477,8 +476,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			o->popts.rate = strtod(optarg, &end);
 			if (errno || *end || end == optarg ||
 			    !(o->popts.rate > 0 && o->popts.rate <= 1)) {
-				fprintf(stderr, "memprofctl record: invalid rate '%s': it must be a "
-					"number in (0, 1]\n", optarg);
+				fprintf(stderr, "memprofctl record: invalid rate '%s': it must "
+					"be a number in (0, 1]\n", optarg);
 				return 2;
 			}
 			has_rate = true;
@@ -503,6 +502,21 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 				return 2;
 			}
 			o->popts.callstack_size = (unsigned int)v;
+			break;
+		case OPT_UNWIND:
+			if (mp_unwind__parse(optarg, &o->popts.unwind)) {
+				fprintf(stderr, "memprofctl record: invalid unwind mode '%s': fp, "
+					"dwarf or auto\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_STACK_COPY:
+			if (parse_u64(optarg, &v) || v > MP_USTACK_MAX) {
+				fprintf(stderr, "memprofctl record: invalid stack copy size '%s': "
+					"0 to %d bytes\n", optarg, MP_USTACK_MAX);
+				return 2;
+			}
+			o->popts.stack_copy_size = v ? (int)v : -1;
 			break;
 		case 'o':
 			o->popts.out_path = optarg;
@@ -529,6 +543,20 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		case OPT_ZSTD:
 			o->popts.zstd_level = 3;
 			break;
+		case OPT_PRELOAD:
+			o->preload = true;
+			o->preload_lib = optarg;
+			break;
+		case OPT_MAX_OVERHEAD:
+			errno = 0;
+			o->popts.max_overhead_pct = strtod(optarg, &end);
+			if (errno || *end || end == optarg || !(o->popts.max_overhead_pct >= 0) ||
+			    o->popts.max_overhead_pct > 1e6) {
+				fprintf(stderr, "memprofctl record: invalid overhead budget '%s': a "
+					"percentage of one CPU >= 0 (0 = unlimited)\n", optarg);
+				return 2;
+			}
+			break;
 		case 'h':
 			record_usage(stdout);
 			return 0;
@@ -548,14 +576,91 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	return -1;
 }
 
-/* Child side: become a tracee and exec; on failure report errno through @errfd. */
-static void __attribute__((noreturn)) child_exec(char **cmd, int errfd, const sigset_t *old)
+#ifndef MP_LIBDIR
+#define MP_LIBDIR "/usr/local/lib"
+#endif
+#define MP_PRELOAD_LIB "libmemprof-preload.so"
+
+/*
+ * --preload: CMD (and whatever it runs) gets LD_PRELOAD=<libmemprof-preload.so> in front of
+ * its own preloads; our environment is CMD's. The library is --preload=LIB, else the build
+ * tree's (../lib next to this executable), else the installed one (MP_LIBDIR). --seed seeds
+ * the library's samplers too (MEMPROF_SEED), for reproducible runs.
+ */
+static int preload_env(struct record_opts *o)
 {
+	char exe[PATH_MAX], lib[PATH_MAX + 64], *env, *slash;
+	const char *old = getenv("LD_PRELOAD");
+	ssize_t n;
+
+	if (o->preload_lib) {
+		if (!realpath(o->preload_lib, lib)) {
+			fprintf(stderr, "memprofctl record: Failed to find the preload library "
+				"'%s': %s\n", o->preload_lib, strerror(errno));
+			return -errno;
+		}
+	} else {
+		lib[0] = '\0';
+		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+		if (n > 0) {
+			exe[n] = '\0';
+			slash = strrchr(exe, '/');
+			if (slash) {
+				*slash = '\0';
+				snprintf(lib, sizeof(lib), "%s/../lib/" MP_PRELOAD_LIB, exe);
+			}
+		}
+		if (!lib[0] || access(lib, R_OK))
+			snprintf(lib, sizeof(lib), "%s/" MP_PRELOAD_LIB, MP_LIBDIR);
+		if (access(lib, R_OK)) {
+			fprintf(stderr, "memprofctl record: Failed to find " MP_PRELOAD_LIB " next to "
+				"memprofctl or in " MP_LIBDIR ": %s (use --preload=LIB)\n",
+				strerror(errno));
+			return -ENOENT;
+		}
+	}
+	if (asprintf(&env, "%s%s%s", lib, old && old[0] ? ":" : "", old ? old : "") < 0)
+		return -ENOMEM;
+	if (setenv("LD_PRELOAD", env, 1)) {
+		free(env);
+		return -errno;
+	}
+	free(env);
+	if (o->eopts.has_seed) {
+		char seed[32];
+
+		snprintf(seed, sizeof(seed), "%" PRIu64, o->eopts.seed);
+		setenv("MEMPROF_SEED", seed, 1);
+	}
+	return 0;
+}
+
+/* Say so when CMD did not load the library (static, setuid, or it cleared LD_PRELOAD). */
+static void preload_check(struct mp_profile *p, const char *cmd)
+{
+	struct mp_proc_stats ps;
+
+	if (mp_profile__procs(p, &ps, 1) >= 1 && ps.mode != MP_PROC_MODE_PRELOAD)
+		fprintf(stderr, "memprofctl record: '%s' did not load " MP_PRELOAD_LIB " (static "
+			"or set-user-ID executable?): profiling it with allocator uprobes\n", cmd);
+}
+
+/* Child side: wait until the parent has seized us (@gofd readable), then exec; on failure
+ * report errno through @errfd. */
+static void __attribute__((noreturn)) child_exec(char **cmd, int errfd, int gofd,
+						 const sigset_t *old)
+{
+	ssize_t n;
+	char c;
 	int err;
 
 	sigprocmask(SIG_SETMASK, old, NULL);
-	if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0)
-		execvp(cmd[0], cmd);
+	do
+		n = read(gofd, &c, 1);
+	while (n < 0 && errno == EINTR);
+	if (n != 1)
+		_exit(127);	/* the parent failed to seize us and said so */
+	execvp(cmd[0], cmd);
 	err = errno;
 	if (write(errfd, &err, sizeof(err)) < 0)
 		_exit(127);
@@ -579,7 +684,8 @@ int cmd_record(int argc, char **argv)
 	struct mp_engine *e = NULL;
 	struct mp_profile *p = NULL;
 	sigset_t mask, old;
-	int errpipe[2] = { -1, -1 }, sigfd = -1, pidfd = -1, st = 0, ret = 1, r, err;
+	int errpipe[2] = { -1, -1 }, go[2] = { -1, -1 }, sigfd = -1, st = 0, ret = 1, r, err;
+	struct record_trace_stats tstats;
 	char errmsg[1024];
 	pid_t child;
 	bool reaped = false, running = false;
@@ -588,6 +694,8 @@ int cmd_record(int argc, char **argv)
 	r = parse_args(argc, argv, &o);
 	if (r >= 0)
 		return r;
+	if (o.preload && preload_env(&o))
+		return 1;
 	/* One trace fd per followed process: allow as many as we may. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
@@ -607,15 +715,17 @@ int cmd_record(int argc, char **argv)
 	}
 	mp_engine__stats(e, base, MP_STAT__MAX);
 
-	/* Signals that would kill us are forwarded to CMD instead; we end when it does. */
+	/* Signals that would kill us are forwarded to CMD instead; we end when it does.
+	 * SIGCHLD: a traced task stopped or ended. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGQUIT);
+	sigaddset(&mask, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &mask, &old);
 	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (sigfd < 0 || pipe2(errpipe, O_CLOEXEC)) {
+	if (sigfd < 0 || pipe2(errpipe, O_CLOEXEC) || pipe2(go, O_CLOEXEC)) {
 		fprintf(stderr, "memprofctl record: Failed to set up: %s\n", strerror(errno));
 		goto out;
 	}
@@ -625,13 +735,34 @@ int cmd_record(int argc, char **argv)
 		fprintf(stderr, "memprofctl record: Failed to fork: %s\n", strerror(errno));
 		goto out;
 	}
-	if (child == 0)
-		child_exec(o.cmd, errpipe[1], &old);
+	if (child == 0) {
+		close(go[1]);
+		child_exec(o.cmd, errpipe[1], go[0], &old);
+	}
 	close(errpipe[1]);
 	errpipe[1] = -1;
+	close(go[0]);
+	go[0] = -1;
+	r = record_trace__seize(child, !o.popts.no_follow_forks);
+	if (r) {
+		fprintf(stderr, "memprofctl record: Failed to trace process %d (ptrace): %s\n",
+			(int)child, strerror(-r));
+		close(go[1]);	/* EOF: the child exits */
+		go[1] = -1;
+		wait_child(child, &st);
+		goto out;
+	}
+	if (write(go[1], "", 1) != 1) {
+		fprintf(stderr, "memprofctl record: Failed to start '%s': %s\n", o.cmd[0],
+			strerror(errno));
+		kill(child, SIGKILL);
+		goto out_kill;
+	}
+	close(go[1]);
+	go[1] = -1;
 
-	/* The child stops at exec with SIGTRAP, or exits if exec failed. */
-	if (wait_child(child, &st) || !WIFSTOPPED(st)) {
+	/* The child stops at exec (PTRACE_EVENT_EXEC), or exits if exec failed. */
+	if (record_trace__wait_exec(child, &st)) {
 		err = 0;
 		if (read(errpipe[0], &err, sizeof(err)) == sizeof(err) && err)
 			fprintf(stderr, "memprofctl record: Failed to execute '%s': %s\n",
@@ -642,7 +773,7 @@ int cmd_record(int argc, char **argv)
 		ret = err == ENOENT ? 127 : err ? 126 : exit_status(st);
 		goto out;
 	}
-	r = run_to_link_map(child);
+	r = record_run_to_link_map(child, &st);
 	if (r) {
 		fprintf(stderr, "memprofctl record: Failed to run '%s' up to its dynamic linking: "
 			"%s\n", o.cmd[0], strerror(-r));
@@ -657,54 +788,21 @@ int cmd_record(int argc, char **argv)
 		goto out_kill;
 	}
 	hand_off_probe_release();
-	pidfd = (int)syscall(SYS_pidfd_open, child, 0);
-	if (ptrace(PTRACE_DETACH, child, NULL, NULL)) {
-		fprintf(stderr, "memprofctl record: Failed to let '%s' run: %s\n", o.cmd[0],
-			strerror(errno));
-		kill(child, SIGKILL);
-		goto out_kill;
-	}
-	if (pidfd < 0) {
-		fprintf(stderr, "memprofctl record: Failed to watch process %d: %s\n", (int)child,
-			strerror(errno));
-		kill(child, SIGKILL);
-		goto out_kill;
-	}
-
+	if (o.preload)
+		preload_check(p, o.cmd[0]);
 	running = true;
-	for (;;) {
-		struct pollfd pfd[3] = {
-			{ .fd = mp_engine__fd(e), .events = POLLIN },
-			{ .fd = pidfd, .events = POLLIN },
-			{ .fd = sigfd, .events = POLLIN },
-		};
-
-		if (poll(pfd, 3, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			fprintf(stderr, "memprofctl record: poll failed: %s\n", strerror(errno));
-			break;
-		}
-		if (pfd[0].revents) {
-			r = mp_engine__process(e);
-			if (r < 0) {
-				fprintf(stderr, "memprofctl record: Failed to read events: %s\n",
-					strerror(-r));
-				break;
-			}
-		}
-		if (pfd[2].revents) {
-			struct signalfd_siginfo si;
-
-			while (read(sigfd, &si, sizeof(si)) == sizeof(si))
-				kill(child, (int)si.ssi_signo);
-		}
-		if (pfd[1].revents)
-			break;
-	}
+	r = record_trace__run(e, child, !o.popts.no_follow_forks, sigfd, &st, &tstats);
+	if (r == 0)
+		reaped = true;
+	else
+		kill(child, SIGKILL);
+	if (tstats.lost || tstats.attach_errors)
+		fprintf(stderr, "memprofctl record: %" PRIu64 " processes not traced (limit %d), %"
+			PRIu64 " not probed (attach failed)\n", tstats.lost, MP_RECORD_MAX_TASKS,
+			tstats.attach_errors);
 
 out_kill:
-	if (wait_child(child, &st) == 0) {
+	if (reaped || wait_child(child, &st) == 0) {
 		reaped = true;
 		/* CMD's status, unless we failed to start profiling it (then we killed it) */
 		ret = running ? exit_status(st) : 1;
@@ -721,12 +819,17 @@ out_kill:
 			print_summary_json(e, p, base, running && reaped ? exit_status(st) : -1);
 		else
 			print_summary(e, p, base);
+		if (!ctl.json && running && reaped && WIFSIGNALED(st))
+			fprintf(stderr, "memprofctl record: '%s' was killed by signal %d (%s)\n",
+				o.cmd[0], WTERMSIG(st), strsignal(WTERMSIG(st)));
 	}
 	if (!reaped)
 		ret = 1;
 out:
-	if (pidfd >= 0)
-		close(pidfd);
+	if (go[0] >= 0)
+		close(go[0]);
+	if (go[1] >= 0)
+		close(go[1]);
 	if (sigfd >= 0)
 		close(sigfd);
 	if (errpipe[0] >= 0)

@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
+#include "daemon/engine.h"
 
 #define BUS_PATH		"/org/memprofd"
 #define BUS_PROFILE_PREFIX	"/org/memprofd/profile"
@@ -85,6 +86,17 @@ int ctl_bus_connect(sd_bus **ret, bool quiet)
 		r = sd_bus_negotiate_fds(bus, 1);
 	if (r >= 0)
 		r = sd_bus_start(bus);
+	/* Finish the handshake now: a refusal shows here, not as an odd failure later. */
+	if (r >= 0)
+		r = sd_bus_call_method(bus, NULL, BUS_PATH, "org.freedesktop.DBus.Peer", "Ping",
+				       NULL, NULL, "");
+	if (r == -ECONNRESET || r == -ENOTCONN || r == -EPIPE) {
+		if (!quiet)
+			ctl_fail("connect", "memprofd at '%s' closed the connection (too many "
+				 "clients of this user?)", ctl.socket);
+		sd_bus_unref(bus);
+		return -ECONNREFUSED;
+	}
 	if (r < 0) {
 		if (!quiet)
 			ctl_fail("connect", "Failed to connect to memprofd at '%s': %s%s", ctl.socket,
@@ -170,7 +182,7 @@ int ctl_bus_start(sd_bus *bus, const char *cmd, const pid_t *pids, size_t npids,
 		ctl_fail_bus(cmd, "Failed to start profiling", &error, r);
 	sd_bus_error_free(&error);
 	sd_bus_message_unref(reply);
-	return r;
+	return r < 0 ? r : 0;
 }
 
 static int call_id(sd_bus *bus, const char *cmd, const char *method, uint32_t id)
@@ -182,7 +194,7 @@ static int call_id(sd_bus *bus, const char *cmd, const char *method, uint32_t id
 	if (r < 0)
 		ctl_fail_bus(cmd, method, &error, r);
 	sd_bus_error_free(&error);
-	return r;
+	return r < 0 ? r : 0;
 }
 
 int ctl_bus_stop(sd_bus *bus, const char *cmd, uint32_t id)
@@ -213,16 +225,16 @@ static int read_procs(sd_bus_message *m, struct ctl_profile *p)
 	size_t cap = 0;
 	int r;
 
-	r = sd_bus_message_enter_container(m, 'v', "a(usbtttddts)");
+	r = sd_bus_message_enter_container(m, 'v', "a(usbttttddts)");
 	if (r >= 0)
-		r = sd_bus_message_enter_container(m, 'a', "(usbtttddts)");
+		r = sd_bus_message_enter_container(m, 'a', "(usbttttddts)");
 	while (r >= 0) {
 		struct ctl_proc c = { 0 };
 		const char *comm, *trace;
 		int exited;
 
-		r = sd_bus_message_read(m, "(usbtttddts)", &c.pid, &comm, &exited, &c.samples,
-					&c.nsamples, &c.frees, &c.est_alloc_bytes,
+		r = sd_bus_message_read(m, "(usbttttddts)", &c.pid, &comm, &exited, &c.samples,
+					&c.nsamples, &c.live_nsamples, &c.frees, &c.est_alloc_bytes,
 					&c.est_live_bytes, &c.drops, &trace);
 		if (r <= 0)
 			break;
@@ -464,6 +476,12 @@ void ctl_print_profile(const struct ctl_profile *p)
 					       json_object_new_double(c->est_alloc_bytes));
 			json_object_object_add(j, "est_live_bytes",
 					       json_object_new_double(c->est_live_bytes));
+			json_object_object_add(j, "live_nsamples",
+					       json_object_new_uint64(c->live_nsamples));
+			json_object_object_add(j, "est_alloc_se_bytes", json_object_new_double(
+					       mp_estimate_se_bytes(p->rate, c->nsamples)));
+			json_object_object_add(j, "est_live_se_bytes", json_object_new_double(
+					       mp_estimate_se_bytes(p->rate, c->live_nsamples)));
 			json_object_object_add(j, "drops", json_object_new_uint64(c->drops));
 			json_object_object_add(j, "trace", c->trace[0] ?
 					       json_object_new_string(c->trace) : NULL);
@@ -483,17 +501,22 @@ void ctl_print_profile(const struct ctl_profile *p)
 		printf("  Duration:   %.3f s\n", p->duration_us / 1e6);
 	printf("  Format:     memtrace v%u%s\n", p->format_version, p->compressed ? ", zstd" : "");
 	printf("  Directory:  %s\n", p->directory);
-	printf("  %-8s %-16s %-7s %9s %9s %11s %11s %7s  %s\n", "PID", "COMM", "STATE", "SAMPLES",
-	       "FREES", "ALLOCATED", "LIVE", "DROPS", "TRACE");
+	printf("  %-8s %-16s %-7s %9s %9s %21s %21s %7s  %s\n", "PID", "COMM", "STATE",
+	       "SAMPLES", "FREES", "ALLOCATED", "LIVE", "DROPS", "TRACE");
 	for (size_t i = 0; i < p->nprocs; i++) {
 		const struct ctl_proc *c = &p->procs[i];
-		char alloc[32], live[32];
+		char alloc[32], live[32], se[32], a[72], l[72];
 
+		/* Estimates with their standard error (the binomial sampling's). */
 		human_bytes(c->est_alloc_bytes, alloc, sizeof(alloc));
+		human_bytes(mp_estimate_se_bytes(p->rate, c->nsamples), se, sizeof(se));
+		snprintf(a, sizeof(a), "%s ±%s", alloc, se);
 		human_bytes(c->est_live_bytes, live, sizeof(live));
-		printf("  %-8" PRIu32 " %-16s %-7s %9" PRIu64 " %9" PRIu64 " %11s %11s %7" PRIu64
+		human_bytes(mp_estimate_se_bytes(p->rate, c->live_nsamples), se, sizeof(se));
+		snprintf(l, sizeof(l), "%s ±%s", live, se);
+		printf("  %-8" PRIu32 " %-16s %-7s %9" PRIu64 " %9" PRIu64 " %21s %21s %7" PRIu64
 		       "  %s\n", c->pid, c->comm, c->exited ? "exited" : "running", c->samples,
-		       c->frees, alloc, live, c->drops, c->trace[0] ? c->trace : "(client's file)");
+		       c->frees, a, l, c->drops, c->trace[0] ? c->trace : "(client's file)");
 	}
 }
 

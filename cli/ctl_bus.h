@@ -32,7 +32,7 @@ struct ctl_proc {
 	uint32_t pid;
 	char *comm;
 	bool exited;
-	uint64_t samples, nsamples, frees, drops;
+	uint64_t samples, nsamples, live_nsamples, frees, drops;
 	double est_alloc_bytes, est_live_bytes;
 	char *trace;			/* "" when written to a client's file */
 };

@@ -30,12 +30,17 @@
 #include <pthread.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <math.h>
+#include <stddef.h>
 
 #include <gelf.h>
 #include <libelf.h>
 #include <linux/perf_event.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+
+#include <memprof/preload.h>
 
 #include "bpf/gap.h"
 #include "daemon/bpf_loader.h"
@@ -49,6 +54,15 @@
 /* Linux 6.6 UAPI, newer than Debian 12's headers. */
 #define MP_BPF_TRACE_UPROBE_MULTI	48
 #define MP_BPF_F_UPROBE_MULTI_RETURN	1
+/* Linux 6.13 UAPI (enum bpf_attach_type; 57 in 6.18's BTF, checked by the self-test) */
+#define MP_BPF_TRACE_UPROBE_SESSION	57
+
+/* Probe cost when calibration fails (uprobe-cost.md, table 3: an emulated entry 0.76-0.95 us,
+ * a return probe on top of it +0.5-0.8 us). */
+#define MP_DEFAULT_ENTRY_COST_NS	900
+#define MP_DEFAULT_RETURN_COST_NS	700
+#define MP_CALIB_CALLS			400	/* calls per timed batch */
+#define MP_CALIB_BATCHES		7
 
 struct probe_def {
 	const char *sym;
@@ -59,7 +73,17 @@ struct probe_def {
 	bool optional;		/* may be missing from an object that defines malloc */
 };
 
-/* The allocator entry points, looked up in every executable object a process maps. */
+/* Optional entry points of other allocators (jemalloc, tcmalloc, mimalloc, C23). */
+#define MP_ALLOC_DEF(s, k, sh, n)	{ s, k, sh, n, true, true }
+#define MP_FREE_DEF(s)			{ s, MP_KIND_FREE, MP_SHAPE_FREE, 1, false, true }
+#define MP_DELETE_DEF(s)		{ s, MP_KIND_DELETE, MP_SHAPE_FREE, 1, false, true }
+
+/*
+ * The allocator entry points, looked up in every executable object a process maps (.dynsym and
+ * .symtab: an allocator linked into the executable is found too). Aliases (one address under
+ * several names, as tcmalloc's tc_free = free = operator delete) are probed once, as the first
+ * of their names in this table.
+ */
 static const struct probe_def probe_table[] = {
 	{ "malloc", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1, true, false },
 	{ "calloc", MP_KIND_CALLOC, MP_SHAPE_CALLOC, 2, true, false },
@@ -95,6 +119,133 @@ static const struct probe_def probe_table[] = {
 	{ "mmap", MP_KIND_MMAP, MP_SHAPE_MMAP, 4, true, true },
 	{ "mmap64", MP_KIND_MMAP, MP_SHAPE_MMAP, 4, true, true },
 	{ "munmap", MP_KIND_MUNMAP, MP_SHAPE_FREE, 1, false, true },
+	/* C23 sized frees, cfree */
+	MP_FREE_DEF("free_sized"),
+	MP_FREE_DEF("free_aligned_sized"),
+	MP_FREE_DEF("cfree"),
+	/*
+	 * jemalloc's own API (libjemalloc.so.2 exports it beside malloc and friends), and the
+	 * same with the je_ prefix of builds that keep the system allocator (redis' bundled
+	 * copy, --with-jemalloc-prefix). nallocx and sallocx allocate nothing: not probed.
+	 */
+	MP_ALLOC_DEF("mallocx", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("rallocx", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_ALLOC_DEF("xallocx", MP_KIND_XALLOCX, MP_SHAPE_XALLOCX, 2),
+	MP_FREE_DEF("dallocx"),
+	MP_FREE_DEF("sdallocx"),
+	MP_ALLOC_DEF("je_malloc", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("je_calloc", MP_KIND_CALLOC, MP_SHAPE_CALLOC, 2),
+	MP_ALLOC_DEF("je_realloc", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_FREE_DEF("je_free"),
+	MP_ALLOC_DEF("je_posix_memalign", MP_KIND_POSIX_MEMALIGN, MP_SHAPE_POSIX_MEMALIGN, 3),
+	MP_ALLOC_DEF("je_aligned_alloc", MP_KIND_ALIGNED_ALLOC, MP_SHAPE_SIZE2, 2),
+	MP_ALLOC_DEF("je_memalign", MP_KIND_MEMALIGN, MP_SHAPE_SIZE2, 2),
+	MP_ALLOC_DEF("je_valloc", MP_KIND_VALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("je_mallocx", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("je_rallocx", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_ALLOC_DEF("je_xallocx", MP_KIND_XALLOCX, MP_SHAPE_XALLOCX, 2),
+	MP_FREE_DEF("je_dallocx"),
+	MP_FREE_DEF("je_sdallocx"),
+	/* gperftools' tcmalloc: tc_* (aliases of malloc & co. in Debian's build) */
+	MP_ALLOC_DEF("tc_malloc", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("tc_malloc_skip_new_handler", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("tc_calloc", MP_KIND_CALLOC, MP_SHAPE_CALLOC, 2),
+	MP_ALLOC_DEF("tc_realloc", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_ALLOC_DEF("tc_memalign", MP_KIND_MEMALIGN, MP_SHAPE_SIZE2, 2),
+	MP_ALLOC_DEF("tc_posix_memalign", MP_KIND_POSIX_MEMALIGN, MP_SHAPE_POSIX_MEMALIGN, 3),
+	MP_ALLOC_DEF("tc_valloc", MP_KIND_VALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("tc_pvalloc", MP_KIND_PVALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("tc_new", MP_KIND_NEW, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("tc_newarray", MP_KIND_NEW, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("tc_new_nothrow", MP_KIND_NEW, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("tc_newarray_nothrow", MP_KIND_NEW, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("tc_new_aligned", MP_KIND_NEW, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("tc_newarray_aligned", MP_KIND_NEW, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("tc_new_aligned_nothrow", MP_KIND_NEW, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("tc_newarray_aligned_nothrow", MP_KIND_NEW, MP_SHAPE_SIZE1, 1),
+	MP_FREE_DEF("tc_free"),
+	MP_FREE_DEF("tc_free_sized"),
+	MP_FREE_DEF("tc_cfree"),
+	MP_DELETE_DEF("tc_delete"),
+	MP_DELETE_DEF("tc_deletearray"),
+	MP_DELETE_DEF("tc_delete_sized"),
+	MP_DELETE_DEF("tc_deletearray_sized"),
+	MP_DELETE_DEF("tc_delete_nothrow"),
+	MP_DELETE_DEF("tc_deletearray_nothrow"),
+	MP_DELETE_DEF("tc_delete_aligned"),
+	MP_DELETE_DEF("tc_deletearray_aligned"),
+	MP_DELETE_DEF("tc_delete_sized_aligned"),
+	MP_DELETE_DEF("tc_deletearray_sized_aligned"),
+	MP_DELETE_DEF("tc_delete_aligned_nothrow"),
+	MP_DELETE_DEF("tc_deletearray_aligned_nothrow"),
+	/*
+	 * mimalloc's API. mi_expand(p, n) resizes in place or returns NULL leaving p alone:
+	 * realloc semantics. mi_reallocf frees p when it fails (counted as a realloc that failed,
+	 * p stays live). mi_heap_reallocn/recalloc (4 arguments) are not probed.
+	 */
+	MP_ALLOC_DEF("mi_malloc", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_zalloc", MP_KIND_CALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_malloc_small", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_zalloc_small", MP_KIND_CALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_calloc", MP_KIND_CALLOC, MP_SHAPE_CALLOC, 2),
+	MP_ALLOC_DEF("mi_mallocn", MP_KIND_CALLOC, MP_SHAPE_CALLOC, 2),
+	MP_ALLOC_DEF("mi_realloc", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_ALLOC_DEF("mi_reallocf", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_ALLOC_DEF("reallocf", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_ALLOC_DEF("mi_rezalloc", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_ALLOC_DEF("mi_expand", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_ALLOC_DEF("mi_reallocn", MP_KIND_REALLOCARRAY, MP_SHAPE_REALLOCARRAY, 3),
+	MP_ALLOC_DEF("mi_recalloc", MP_KIND_REALLOCARRAY, MP_SHAPE_REALLOCARRAY, 3),
+	MP_ALLOC_DEF("mi_reallocarray", MP_KIND_REALLOCARRAY, MP_SHAPE_REALLOCARRAY, 3),
+	MP_ALLOC_DEF("mi_malloc_aligned", MP_KIND_ALIGNED_ALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_malloc_aligned_at", MP_KIND_ALIGNED_ALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_zalloc_aligned", MP_KIND_ALIGNED_ALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_zalloc_aligned_at", MP_KIND_ALIGNED_ALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_calloc_aligned", MP_KIND_CALLOC, MP_SHAPE_CALLOC, 2),
+	MP_ALLOC_DEF("mi_calloc_aligned_at", MP_KIND_CALLOC, MP_SHAPE_CALLOC, 2),
+	MP_ALLOC_DEF("mi_realloc_aligned", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_ALLOC_DEF("mi_realloc_aligned_at", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_ALLOC_DEF("mi_rezalloc_aligned", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_ALLOC_DEF("mi_rezalloc_aligned_at", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_ALLOC_DEF("mi_recalloc_aligned", MP_KIND_REALLOCARRAY, MP_SHAPE_REALLOCARRAY, 3),
+	MP_ALLOC_DEF("mi_recalloc_aligned_at", MP_KIND_REALLOCARRAY, MP_SHAPE_REALLOCARRAY, 3),
+	MP_ALLOC_DEF("mi_posix_memalign", MP_KIND_POSIX_MEMALIGN, MP_SHAPE_POSIX_MEMALIGN, 3),
+	MP_ALLOC_DEF("mi_memalign", MP_KIND_MEMALIGN, MP_SHAPE_SIZE2, 2),
+	MP_ALLOC_DEF("mi_aligned_alloc", MP_KIND_ALIGNED_ALLOC, MP_SHAPE_SIZE2, 2),
+	MP_ALLOC_DEF("mi_valloc", MP_KIND_VALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_pvalloc", MP_KIND_PVALLOC, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_new", MP_KIND_NEW, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_new_nothrow", MP_KIND_NEW, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_new_aligned", MP_KIND_NEW, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_new_aligned_nothrow", MP_KIND_NEW, MP_SHAPE_SIZE1, 1),
+	MP_ALLOC_DEF("mi_new_n", MP_KIND_NEW, MP_SHAPE_CALLOC, 2),
+	MP_ALLOC_DEF("mi_new_realloc", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
+	MP_ALLOC_DEF("mi_new_reallocn", MP_KIND_REALLOCARRAY, MP_SHAPE_REALLOCARRAY, 3),
+	MP_ALLOC_DEF("mi_heap_malloc", MP_KIND_MALLOC, MP_SHAPE_SIZE2, 2),
+	MP_ALLOC_DEF("mi_heap_zalloc", MP_KIND_CALLOC, MP_SHAPE_SIZE2, 2),
+	MP_ALLOC_DEF("mi_heap_malloc_small", MP_KIND_MALLOC, MP_SHAPE_SIZE2, 2),
+	MP_ALLOC_DEF("mi_heap_malloc_aligned", MP_KIND_ALIGNED_ALLOC, MP_SHAPE_SIZE2, 2),
+	MP_ALLOC_DEF("mi_heap_malloc_aligned_at", MP_KIND_ALIGNED_ALLOC, MP_SHAPE_SIZE2, 2),
+	MP_ALLOC_DEF("mi_heap_zalloc_aligned", MP_KIND_ALIGNED_ALLOC, MP_SHAPE_SIZE2, 2),
+	MP_ALLOC_DEF("mi_heap_zalloc_aligned_at", MP_KIND_ALIGNED_ALLOC, MP_SHAPE_SIZE2, 2),
+	MP_ALLOC_DEF("mi_heap_alloc_new", MP_KIND_NEW, MP_SHAPE_SIZE2, 2),
+	MP_ALLOC_DEF("mi_heap_calloc", MP_KIND_CALLOC, MP_SHAPE_HEAP_CALLOC, 3),
+	MP_ALLOC_DEF("mi_heap_mallocn", MP_KIND_CALLOC, MP_SHAPE_HEAP_CALLOC, 3),
+	MP_ALLOC_DEF("mi_heap_calloc_aligned", MP_KIND_CALLOC, MP_SHAPE_HEAP_CALLOC, 3),
+	MP_ALLOC_DEF("mi_heap_calloc_aligned_at", MP_KIND_CALLOC, MP_SHAPE_HEAP_CALLOC, 3),
+	MP_ALLOC_DEF("mi_heap_alloc_new_n", MP_KIND_NEW, MP_SHAPE_HEAP_CALLOC, 3),
+	MP_ALLOC_DEF("mi_heap_realloc", MP_KIND_REALLOC, MP_SHAPE_HEAP_REALLOC, 3),
+	MP_ALLOC_DEF("mi_heap_reallocf", MP_KIND_REALLOC, MP_SHAPE_HEAP_REALLOC, 3),
+	MP_ALLOC_DEF("mi_heap_rezalloc", MP_KIND_REALLOC, MP_SHAPE_HEAP_REALLOC, 3),
+	MP_ALLOC_DEF("mi_heap_realloc_aligned", MP_KIND_REALLOC, MP_SHAPE_HEAP_REALLOC, 3),
+	MP_ALLOC_DEF("mi_heap_realloc_aligned_at", MP_KIND_REALLOC, MP_SHAPE_HEAP_REALLOC, 3),
+	MP_ALLOC_DEF("mi_heap_rezalloc_aligned", MP_KIND_REALLOC, MP_SHAPE_HEAP_REALLOC, 3),
+	MP_ALLOC_DEF("mi_heap_rezalloc_aligned_at", MP_KIND_REALLOC, MP_SHAPE_HEAP_REALLOC, 3),
+	MP_FREE_DEF("mi_free"),
+	MP_FREE_DEF("mi_cfree"),
+	MP_FREE_DEF("mi_free_size"),
+	MP_FREE_DEF("mi_free_aligned"),
+	MP_FREE_DEF("mi_free_size_aligned"),
 	/* libraries mapped by ld.so (startup, dlopen): attach to them (MP_EV_MAP) */
 	{ "_dl_debug_state", 0, MP_SHAPE_DLSTATE, 0, false, true },
 };
@@ -146,6 +297,13 @@ struct target {
 	size_t nalloc;		/* probes on allocator entry points */
 	struct plink *links;
 	uint64_t live;		/* sampled blocks seen minus frees seen (for purges) */
+	/* Profiled through libmemprof-preload (its USDT probes) instead of allocator uprobes. */
+	bool preload;
+	bool pl_recheck;	/* exec'd: decide the mode again at the next attach */
+	dev_t pl_dev;		/* the library's file */
+	ino_t pl_ino;
+	uint64_t pl_cfg;	/* address of memprof_preload_config in the process */
+	uint32_t pl_gen;	/* the config generation we wrote last */
 	struct target *next;
 };
 
@@ -164,6 +322,9 @@ struct mp_bpf {
 	int uprobe_type;
 	int retprobe_bit;
 	bool multi;		/* uprobe_multi links (Linux 6.6+): one per object and program */
+	bool session;		/* uprobe session links (Linux 6.13+): mp_session, no mp_ret */
+	uint64_t entry_cost_ns, return_cost_ns;	/* cost of a probe hit (calibrate()) */
+	bool calibrated;
 	struct mp_bpf_counters counters;
 	/* Links of detached processes, destroyed by the reaper thread (closing a uprobe perf
 	 * event waits for grace periods: ~0.1 s per probe, far too long for the event loop). */
@@ -425,6 +586,8 @@ static int rb_event(void *ctx, void *data, size_t size)
 			sampled_purge(b, h->pid, h->time_ns);
 			t->live = 0;
 		}
+		if (t)
+			t->pl_recheck = true;	/* the new image may (not) map libmemprof-preload */
 		err = mp_bpf__attach(b, h->pid, why, sizeof(why));
 		if (err < 0 && err != -ESRCH && err != -ENOENT) {
 			b->counters.auto_attach_errors++;
@@ -451,7 +614,10 @@ static int rb_event(void *ctx, void *data, size_t size)
 	default:
 		break;
 	}
-	return b->fn ? b->fn(b->ctx, data, size) : 0;
+	err = b->fn ? b->fn(b->ctx, data, size) : 0;
+	if (h->type == MP_EV_EXIT) /* after the callback, which may read the final count */
+		mp_bpf__proc_hits_del(b, h->pid);
+	return err;
 }
 
 static mp_bpf_log_fn libbpf_log_fn;
@@ -470,6 +636,38 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 		buf[--n] = 0;
 	libbpf_log_fn(libbpf_log_ctx, level == LIBBPF_WARN ? 4 : 6, buf);
 	return 0;
+}
+
+static int self_target(char *path, size_t len, uint64_t *off);
+static int session_selftest(struct mp_bpf *b, const char *path, uint64_t off);
+static void calibrate(struct mp_bpf *b, const char *path, uint64_t off);
+
+/* Open and load the programs: @multi uprobe_multi links, @session uprobe sessions. */
+static struct memprof_bpf *skel_load(bool multi, bool session)
+{
+	struct memprof_bpf *skel = memprof_bpf__open();
+
+	if (!skel)
+		return NULL;
+	skel->rodata->mp_session_mode = session;
+	bpf_program__set_autoload(skel->progs.mp_session, session);
+	if (session)
+		bpf_program__set_expected_attach_type(skel->progs.mp_session,
+						      MP_BPF_TRACE_UPROBE_SESSION);
+	if (multi) {
+		bpf_program__set_expected_attach_type(skel->progs.mp_entry,
+						      MP_BPF_TRACE_UPROBE_MULTI);
+		bpf_program__set_expected_attach_type(skel->progs.mp_ret,
+						      MP_BPF_TRACE_UPROBE_MULTI);
+	}
+	if (memprof_bpf__load(skel)) {
+		int err = errno;
+
+		memprof_bpf__destroy(skel);
+		errno = err;
+		return NULL;
+	}
+	return skel;
 }
 
 struct mp_bpf *mp_bpf__open(mp_bpf_event_fn fn, void *ctx)
@@ -492,28 +690,45 @@ struct mp_bpf *mp_bpf__open(mp_bpf_event_fn fn, void *ctx)
 	err = uprobe_pmu_init(b);
 	if (err)
 		goto fail;
-	/* uprobe_multi links when the kernel has them: one link, and one grace period when it is
-	 * closed, per object instead of per probe; perf-event uprobes otherwise. */
-	b->skel = memprof_bpf__open();
-	if (!b->skel) {
-		err = errno ? -errno : -EINVAL;
-		goto fail;
-	}
-	/* MP_BPF_NO_UPROBE_MULTI=1 forces perf-event uprobes (tests, benchmarks) */
-	if (!getenv("MP_BPF_NO_UPROBE_MULTI")) {
-		bpf_program__set_expected_attach_type(b->skel->progs.mp_entry,
-						      MP_BPF_TRACE_UPROBE_MULTI);
-		bpf_program__set_expected_attach_type(b->skel->progs.mp_ret,
-						      MP_BPF_TRACE_UPROBE_MULTI);
-		b->multi = !memprof_bpf__load(b->skel);
-	}
-	if (!b->multi) {
-		memprof_bpf__destroy(b->skel);
-		b->skel = memprof_bpf__open_and_load();
-		if (!b->skel) {
-			err = errno ? -errno : -EINVAL;
-			goto fail;
+	/*
+	 * uprobe session links when the kernel has them (6.13+): entry and return in one program
+	 * whose entry skips the return half of unsampled calls; else uprobe_multi links (6.6+):
+	 * one link, and one grace period when it is closed, per object instead of per probe;
+	 * perf-event uprobes otherwise. Sessions must also pass a behavioural self-test on our own
+	 * process (session_selftest()). MP_BPF_NO_SESSION=1 forces entry + return probes,
+	 * MP_BPF_NO_UPROBE_MULTI=1 perf-event uprobes (tests, benchmarks).
+	 */
+	{
+		char self[PATH_MAX];
+		uint64_t self_off = 0;
+		bool have_self = self_target(self, sizeof(self), &self_off) == 0;
+
+		if (!getenv("MP_BPF_NO_UPROBE_MULTI") && !getenv("MP_BPF_NO_SESSION") && have_self) {
+			b->skel = skel_load(true, true);
+			if (b->skel) {
+				b->multi = b->session = true;
+				if (session_selftest(b, self, self_off)) {
+					memprof_bpf__destroy(b->skel);
+					b->skel = NULL;
+					b->multi = b->session = false;
+				}
+			}
 		}
+		if (!b->skel && !getenv("MP_BPF_NO_UPROBE_MULTI")) {
+			b->skel = skel_load(true, false);
+			b->multi = b->skel != NULL;
+		}
+		if (!b->skel) {
+			b->skel = skel_load(false, false);
+			if (!b->skel) {
+				err = errno ? -errno : -EINVAL;
+				goto fail;
+			}
+		}
+		b->entry_cost_ns = MP_DEFAULT_ENTRY_COST_NS;
+		b->return_cost_ns = MP_DEFAULT_RETURN_COST_NS;
+		if (have_self)
+			calibrate(b, self, self_off);
 	}
 	progs[0] = b->skel->progs.mp_fork;
 	progs[1] = b->skel->progs.mp_exec;
@@ -589,6 +804,13 @@ int mp_bpf__consume(struct mp_bpf *b)
 	return ring_buffer__consume(b->rb);
 }
 
+/* libmemprof-preload (at the end of this file) */
+struct pl_found;
+static int pl_attach(struct mp_bpf *b, struct target *t);
+static int pl_sync(struct mp_bpf *b, struct target *t, const struct mp_proc_cfg *cfg,
+		   const struct pl_found *pf);
+static int pltargets_fd(struct mp_bpf *b);
+
 static int procs_fd(struct mp_bpf *b)
 {
 	return bpf_map__fd(b->skel->maps.procs);
@@ -597,12 +819,24 @@ static int procs_fd(struct mp_bpf *b)
 int mp_bpf__proc_set(struct mp_bpf *b, pid_t pid, const struct mp_proc_cfg *cfg)
 {
 	uint32_t key = pid;
+	struct target *t;
 
 	if (pid <= 0 || !cfg || cfg->profile == 0 || cfg->max_frames > MP_MAX_STACK ||
 	    (!(cfg->flags & MP_PROC_RATE_ONE) && cfg->gap_k == 0))
 		return -EINVAL;
 	if (bpf_map_update_elem(procs_fd(b), &key, cfg, BPF_ANY))
 		return -errno;
+	t = target_find(b, pid);
+	if (t && t->preload) {
+		/* profiled through libmemprof-preload: its config block follows (stop) */
+		int err = pl_sync(b, t, cfg, NULL);
+
+		if (err) {
+			logf_(b, 3, "Failed to configure libmemprof-preload in process %d: %s", pid,
+			      strerror(-err));
+			return err;
+		}
+	}
 	return 0;
 }
 
@@ -701,6 +935,14 @@ static int vaddr_to_off(Elf *elf, uint64_t v, uint64_t *off, uint64_t *avail)
 	return -ENOENT;
 }
 
+/* MP_PLACEMENT=entry: probe every function at its first byte (tests, benchmarks). */
+static bool placement_entry_only(void)
+{
+	const char *v = getenv("MP_PLACEMENT");
+
+	return v && !strcmp(v, "entry");
+}
+
 static void place(struct mp_bpf *b, int fd, const char *path, const struct probe_def *pd,
 		  uint64_t off, uint64_t size, uint64_t avail, struct resolved *r)
 {
@@ -718,6 +960,10 @@ static void place(struct mp_bpf *b, int fd, const char *path, const struct probe
 	r->placed = 0;
 	if (pd->shape == MP_SHAPE_DLSTATE)
 		return; /* not an allocator, hit only when libraries are loaded */
+	if (placement_entry_only()) {
+		logf_(b, 7, "Probe on %s in '%s' at +0: MP_PLACEMENT=entry", pd->sym, path);
+		return;
+	}
 	if (len > avail)
 		len = avail;
 	if (len > MAX_CODE_SCAN)
@@ -731,9 +977,8 @@ static void place(struct mp_bpf *b, int fd, const char *path, const struct probe
 		req.len = (size_t)got;
 		mp_placement__choose(&req, &pl);
 		r->placed = pl.offset;
-		if (pl.offset || !pl.emulated)
-			logf_(b, pl.emulated ? 7 : 6, "Probe on %s in '%s' at +%#" PRIx64 ": %s",
-			      pd->sym, path, pl.offset, pl.reason);
+		logf_(b, pl.emulated ? 7 : 6, "Probe on %s in '%s' at +%#" PRIx64 ": %s",
+		      pd->sym, path, pl.offset, pl.reason);
 	}
 	free(code);
 }
@@ -899,7 +1144,8 @@ static int attach_multi(pid_t pid, const char *path, struct bpf_program *prog, b
 	_Static_assert(sizeof(attr) >= 16 + sizeof(um), "bpf_attr too small");
 	memset(&attr, 0, sizeof(attr));
 	attr.link_create.prog_fd = (uint32_t)bpf_program__fd(prog);
-	attr.link_create.attach_type = MP_BPF_TRACE_UPROBE_MULTI;
+	/* MP_BPF_TRACE_UPROBE_MULTI, or MP_BPF_TRACE_UPROBE_SESSION for mp_session */
+	attr.link_create.attach_type = (uint32_t)bpf_program__expected_attach_type(prog);
 	memcpy((char *)&attr + 16, &um, sizeof(um));
 	fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
 	if (fd < 0)
@@ -940,7 +1186,10 @@ static int attach_sym(struct mp_bpf *b, struct target *t, const struct resolved 
 	struct plink le = { .fd = -1 }, lr = { .fd = -1 };
 	int err;
 
-	if (b->multi) {
+	if (b->session) {
+		err = attach_multi(t->pid, path, b->skel->progs.mp_session, false, &r->offset,
+				   &cookie, 1, &le);
+	} else if (b->multi) {
 		err = attach_multi(t->pid, path, b->skel->progs.mp_entry, false, &r->offset,
 				   &cookie, 1, &le);
 		if (!err && pd->ret)
@@ -953,7 +1202,7 @@ static int attach_sym(struct mp_bpf *b, struct target *t, const struct resolved 
 			err = attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_ret, true,
 					  cookie, &lr);
 	}
-	if (!err && (err = target_add_link(t, &le)) == 0 && pd->ret &&
+	if (!err && (err = target_add_link(t, &le)) == 0 && pd->ret && !b->session &&
 	    (err = target_add_link(t, &lr)) != 0)
 		t->nlinks--;
 	if (err) {
@@ -989,13 +1238,14 @@ static int attach_obj(struct mp_bpf *b, struct target *t, const struct obj *o, c
 	}
 	if (b->multi && n) {
 		struct plink le = { .fd = -1 }, lr = { .fd = -1 };
-		int err = attach_multi(t->pid, path, b->skel->progs.mp_entry, false, offs, cookies,
-				       n, &le);
+		int err = attach_multi(t->pid, path, b->session ? b->skel->progs.mp_session :
+				       b->skel->progs.mp_entry, false, offs, cookies, n, &le);
 
-		if (!err && nr)
+		/* a session link has both halves */
+		if (!err && nr && !b->session)
 			err = attach_multi(t->pid, path, b->skel->progs.mp_ret, true, roffs, rcookies,
 					   nr, &lr);
-		if (!err && (err = target_add_link(t, &le)) == 0 && nr &&
+		if (!err && (err = target_add_link(t, &le)) == 0 && nr && !b->session &&
 		    (err = target_add_link(t, &lr)) != 0)
 			t->nlinks--;
 		if (!err) {
@@ -1020,6 +1270,71 @@ static int attach_obj(struct mp_bpf *b, struct target *t, const struct obj *o, c
 			t->nalloc += pd->ret ? 2 : 1;
 	}
 	return probes;
+}
+
+/*
+ * Why process @pid has nothing to probe, naming its executable: a Go program (its runtime
+ * allocates without malloc), a static executable without symbols (stripped), or none of the
+ * allocator families in its objects.
+ */
+static void explain_no_alloc(pid_t pid, size_t scanned, char *why, size_t why_len)
+{
+	char link[64], exe[PATH_MAX];
+	bool go = false, symtab = false, interp = false;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx, nph;
+	Elf *elf = NULL;
+	ssize_t n;
+	int fd;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		snprintf(exe, sizeof(exe), "process %d's executable", pid);
+	else
+		exe[n] = 0;
+	fd = open(link, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF && !elf_getshdrstrndx(elf, &shstrndx)) {
+		while ((scn = elf_nextscn(elf, scn))) {
+			GElf_Shdr sh;
+			const char *name;
+
+			if (!gelf_getshdr(scn, &sh))
+				continue;
+			name = elf_strptr(elf, shstrndx, sh.sh_name);
+			if (sh.sh_type == SHT_SYMTAB)
+				symtab = true;
+			if (name && (!strcmp(name, ".go.buildinfo") || !strcmp(name, ".gopclntab") ||
+				     !strcmp(name, ".note.go.buildid")))
+				go = true;
+		}
+		if (!elf_getphdrnum(elf, &nph)) {
+			for (size_t i = 0; i < nph; i++) {
+				GElf_Phdr ph;
+
+				if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_INTERP)
+					interp = true;
+			}
+		}
+	}
+	elf_end(elf);
+	if (fd >= 0)
+		close(fd);
+	if (go)
+		snprintf(why, why_len,
+			 "no allocator symbols found in %s (a Go program: the Go runtime's allocator "
+			 "is not probed, only malloc & co. of cgo code)", exe);
+	else if (!interp && !symtab)
+		snprintf(why, why_len,
+			 "no allocator symbols found in %s (statically linked and stripped?)", exe);
+	else
+		snprintf(why, why_len,
+			 "no allocator symbols found in %s or the %zu executable object(s) it maps: "
+			 "none of malloc, calloc, realloc, free, operator new/delete, mmap, "
+			 "jemalloc's mallocx, tcmalloc's tc_malloc or mimalloc's mi_malloc families "
+			 "(stripped?)", exe, scanned);
 }
 
 int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
@@ -1052,6 +1367,30 @@ int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
 		}
 		t->pid = pid;
 		created = true;
+	}
+	if (created || t->pl_recheck) {
+		/* Profiled through libmemprof-preload if the process maps it (not after dlopen:
+		 * then it interposes nothing); after exec the mode is decided again. */
+		int r = pl_attach(b, t);
+
+		t->pl_recheck = false;
+		if (r > 0) {
+			fclose(f);
+			if (created) {
+				t->next = b->targets;
+				b->targets = t;
+				b->ntargets++;
+			}
+			return r;
+		}
+		if (r < 0 && r != -ENOENT && r != -ESRCH) {
+			b->counters.auto_attach_errors++;
+			logf_(b, 4, "Process %d: libmemprof-preload unusable (%s): allocator uprobes "
+			      "instead", pid, strerror(-r));
+		}
+	} else if (t->preload) {
+		fclose(f);
+		return 0;
 	}
 	while (fgets(line, sizeof(line), f)) {
 		char perms[8], *file;
@@ -1101,11 +1440,7 @@ int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
 		if (created)
 			target_bury(b, t); /* nothing to keep: drop the ld.so probe too */
 		if (why && why_len)
-			snprintf(why, why_len,
-				 "process %d maps no allocator: none of malloc, calloc, realloc, free, "
-				 "posix_memalign, aligned_alloc, memalign, valloc, pvalloc, "
-				 "reallocarray, operator new/delete, mmap or munmap is defined in its "
-				 "%zu executable object(s)", pid, scanned);
+			explain_no_alloc(pid, scanned, why, why_len);
 		return -ENOENT;
 	}
 	if (created) {
@@ -1122,8 +1457,12 @@ int mp_bpf__detach(struct mp_bpf *b, pid_t pid)
 
 	for (pp = &b->targets; (t = *pp); pp = &t->next) {
 		if (t->pid == pid) {
+			uint32_t key = (uint32_t)pid;
+
 			*pp = t->next;
 			b->ntargets--;
+			if (t->preload)
+				bpf_map_delete_elem(pltargets_fd(b), &key);
 			target_bury(b, t);
 			return 0;
 		}
@@ -1160,6 +1499,245 @@ void mp_bpf__counters(const struct mp_bpf *b, struct mp_bpf_counters *out)
 {
 	*out = b->counters;
 	out->uprobe_multi = b->multi;
+	out->uprobe_session = b->session;
+	out->entry_cost_ns = b->entry_cost_ns;
+	out->return_cost_ns = b->return_cost_ns;
+	out->cost_calibrated = b->calibrated;
+}
+
+int mp_bpf__proc_hits(struct mp_bpf *b, pid_t pid, struct mp_proc_hits *out)
+{
+	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(b->skel->maps.phits);
+	struct mp_proc_hits *vals;
+	uint32_t key = pid;
+
+	memset(out, 0, sizeof(*out));
+	if (ncpu <= 0)
+		return ncpu ? ncpu : -EINVAL;
+	vals = calloc((size_t)ncpu, sizeof(*vals));
+	if (!vals)
+		return -ENOMEM;
+	if (bpf_map_lookup_elem(fd, &key, vals)) {
+		int err = errno == ENOENT ? 0 : -errno; /* no hit yet */
+
+		free(vals);
+		return err;
+	}
+	for (int c = 0; c < ncpu; c++) {
+		out->entries += vals[c].entries;
+		out->returns += vals[c].returns;
+	}
+	free(vals);
+	return 0;
+}
+
+int mp_bpf__proc_hits_del(struct mp_bpf *b, pid_t pid)
+{
+	uint32_t key = pid;
+
+	if (bpf_map_delete_elem(bpf_map__fd(b->skel->maps.phits), &key) && errno != ENOENT)
+		return -errno;
+	return 0;
+}
+
+/* ---- probes on the loader's own process: session self-test, cost calibration ---- */
+
+/* A function whose first instruction (push %rbp) the kernel emulates, like glibc's malloc. */
+void mp_bpf_self_target(void);
+__asm__(".pushsection .text\n"
+	".globl mp_bpf_self_target\n"
+	".hidden mp_bpf_self_target\n"
+	".type mp_bpf_self_target, @function\n"
+	"mp_bpf_self_target:\n"
+	"\tpush %rbp\n"
+	"\tmov %rsp, %rbp\n"
+	"\tpop %rbp\n"
+	"\tret\n"
+	".size mp_bpf_self_target, .-mp_bpf_self_target\n"
+	".popsection\n");
+
+static void (*volatile self_target_fn)(void) = mp_bpf_self_target;
+
+/* The file that maps mp_bpf_self_target in our process, and its offset there. */
+static int self_target(char *path, size_t len, uint64_t *off)
+{
+	uintptr_t a = (uintptr_t)self_target_fn;
+	char line[PATH_MAX + 256];
+	FILE *f = fopen("/proc/self/maps", "re");
+	int err = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi, foff;
+		int n = 0;
+
+		if (sscanf(line, "%llx-%llx %*s %llx %*x:%*x %*u %n", &lo, &hi, &foff, &n) < 3 ||
+		    !n || a < lo || a >= hi || line[n] != '/')
+			continue;
+		line[n + strcspn(line + n, "\n")] = 0;
+		snprintf(path, len, "%s", line + n);
+		*off = a - lo + foff;
+		err = 0;
+		break;
+	}
+	fclose(f);
+	return err;
+}
+
+static int self_attach(struct mp_bpf *b, const char *path, uint64_t off,
+		       struct bpf_program *prog, bool retprobe, uint64_t cookie, struct plink *out)
+{
+	if (b->multi)
+		return attach_multi(getpid(), path, prog, retprobe, &off, &cookie, 1, out);
+	return attach_perf(b, getpid(), path, off, prog, retprobe, cookie, out);
+}
+
+/* Hand links on ourselves to the reaper (closing them waits for grace periods). */
+static void self_bury(struct mp_bpf *b, const struct plink *links, size_t n)
+{
+	struct target *t = calloc(1, sizeof(*t));
+
+	if (t)
+		t->links = calloc(n, sizeof(*links));
+	if (!t || !t->links) {
+		free(t);
+		for (size_t i = 0; i < n; i++) {
+			struct plink l = links[i];
+
+			plink_destroy(&l);
+		}
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (links[i].l || links[i].fd >= 0)
+			t->links[t->nlinks++] = links[i];
+	t->pid = getpid();
+	target_bury(b, t);
+}
+
+static uint64_t selftest_get(struct mp_bpf *b, uint32_t idx)
+{
+	uint64_t v = 0;
+
+	bpf_map_lookup_elem(bpf_map__fd(b->skel->maps.selftest), &idx, &v);
+	return v;
+}
+
+/*
+ * Do uprobe sessions behave as mp_session expects? Two calls of our own mp_bpf_self_target
+ * under a session link: the first entry returns 0 and must get its return half, the second
+ * returns 1 and must not, and bpf_session_is_return() must tell them apart.
+ */
+static int session_selftest(struct mp_bpf *b, const char *path, uint64_t off)
+{
+	uint64_t cookie = MP_COOKIE(MP_SHAPE_SELFTEST, 0), e0, r0, e, r;
+	struct plink l = { .fd = -1 };
+	int err;
+
+	e0 = selftest_get(b, MP_SELFTEST_ENTRIES);
+	r0 = selftest_get(b, MP_SELFTEST_RETURNS);
+	err = attach_multi(getpid(), path, b->skel->progs.mp_session, false, &off, &cookie, 1, &l);
+	if (err) {
+		logf_(b, 6, "uprobe sessions unavailable (link on '%s'+%#" PRIx64 ": %s): using "
+		      "entry and return probes", path, off, strerror(-err));
+		return err;
+	}
+	if (e0 & 1) /* the next hit must be an odd one */
+		self_target_fn();
+	e0 = selftest_get(b, MP_SELFTEST_ENTRIES);
+	r0 = selftest_get(b, MP_SELFTEST_RETURNS);
+	self_target_fn();
+	self_target_fn();
+	e = selftest_get(b, MP_SELFTEST_ENTRIES) - e0;
+	r = selftest_get(b, MP_SELFTEST_RETURNS) - r0;
+	self_bury(b, &l, 1);
+	if (e != 2 || r != 1) {
+		logf_(b, 4, "uprobe sessions misbehave (2 calls: %" PRIu64 " entries, %" PRIu64
+		      " returns, expected 2 and 1): using entry and return probes", e, r);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static uint64_t ns_between(const struct timespec *a, const struct timespec *z)
+{
+	return (uint64_t)((z->tv_sec - a->tv_sec) * 1000000000LL + (z->tv_nsec - a->tv_nsec));
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median time of MP_CALIB_BATCHES batches of MP_CALIB_CALLS calls of the self target, ns. */
+static uint64_t time_batches(void)
+{
+	uint64_t v[MP_CALIB_BATCHES];
+
+	for (int i = 0; i < MP_CALIB_BATCHES; i++) {
+		struct timespec a, z;
+
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		for (int k = 0; k < MP_CALIB_CALLS; k++)
+			self_target_fn();
+		clock_gettime(CLOCK_MONOTONIC, &z);
+		v[i] = ns_between(&a, &z);
+	}
+	qsort(v, MP_CALIB_BATCHES, sizeof(v[0]), cmp_u64);
+	return v[MP_CALIB_BATCHES / 2];
+}
+
+/*
+ * The cost of a probe hit on this machine, for the overhead estimate: time our own
+ * mp_bpf_self_target without probes, with the entry program (CALIBRATE: about the work of an
+ * unsampled allocator call), then with a return probe too, in the mode the targets get.
+ * MP_PROBE_COST_NS="<entry>,<return>" sets both instead. Keeps the defaults on failure.
+ */
+static void calibrate(struct mp_bpf *b, const char *path, uint64_t off)
+{
+	struct plink l[2] = { { .fd = -1 }, { .fd = -1 } };
+	const char *env = getenv("MP_PROBE_COST_NS");
+	uint64_t t0, t1, t2, ce, cr;
+	unsigned long long e, r;
+	int err;
+
+	if (env && sscanf(env, "%llu,%llu", &e, &r) == 2) {
+		b->entry_cost_ns = e;
+		b->return_cost_ns = r;
+		return;
+	}
+	time_batches(); /* warm up: the first batches run cold */
+	t0 = time_batches();
+	err = self_attach(b, path, off, b->session ? b->skel->progs.mp_session :
+			  b->skel->progs.mp_entry, false, MP_COOKIE(MP_SHAPE_CALIBRATE, 0), &l[0]);
+	if (err)
+		goto out;
+	t1 = time_batches();
+	/* Both halves on the same probe share its trap: the second link costs the return probe
+	 * (sessions: a second session link whose entry keeps its return half). */
+	err = self_attach(b, path, off, b->session ? b->skel->progs.mp_session :
+			  b->skel->progs.mp_ret, !b->session, MP_COOKIE(MP_SHAPE_CALIBRATE, 1), &l[1]);
+	if (err)
+		goto out;
+	t2 = time_batches();
+	ce = t1 > t0 ? (t1 - t0) / MP_CALIB_CALLS : 0;
+	cr = t2 > t1 ? (t2 - t1) / MP_CALIB_CALLS : 0;
+	if (ce == 0 || cr == 0 || ce > 1000000 || cr > 1000000) {
+		err = -ERANGE;
+		goto out;
+	}
+	b->entry_cost_ns = ce;
+	b->return_cost_ns = cr;
+	b->calibrated = true;
+out:
+	if (err)
+		logf_(b, 6, "Probe cost calibration failed (%s): assuming %" PRIu64 " ns per entry "
+		      "and %" PRIu64 " ns per return probe hit", strerror(-err), b->entry_cost_ns,
+		      b->return_cost_ns);
+	self_bury(b, l, 2);
 }
 
 uint64_t mp_gap_k(double rate)
@@ -1172,4 +1750,325 @@ uint64_t mp_ktime_to_epoch_us(uint64_t ktime_ns)
 	if (!epoch_offset_known)
 		epoch_offset_init();
 	return (uint64_t)((int64_t)ktime_ns + epoch_offset_ns) / 1000;
+}
+
+/*
+ * ---- libmemprof-preload: the cooperative fast path ----
+ *
+ * A process that maps libmemprof-preload.so when its mode is decided (first attach, exec) is
+ * profiled through the library's USDT probes instead of allocator uprobes: the library samples
+ * in-process and traps only on samples (<memprof/preload.h>). Its configuration block mirrors
+ * the process' "procs" entry: rate, profile, and the sampling flag, written with
+ * process_vm_writev() before the probes are attached (attaching raises the semaphore that arms
+ * the library), and again whenever mp_bpf__proc_set() changes the entry (stop). Each write
+ * bumps the generation; "pltargets" tells the USDT programs which generation is current and
+ * where the library's frames are. A library dlopen'd later interposes nothing (the allocator
+ * symbols are bound already), so dlopen never changes a process' mode; exec may.
+ */
+#define PL_LIB_PREFIX	"libmemprof-preload"
+#define PL_CFG_SYM	"memprof_preload_config"
+
+struct pl_found {
+	char path[PATH_MAX + 64];	/* /proc/PID/root/<file> */
+	uint64_t lo, hi;		/* span of the library's mappings */
+	uint64_t base;			/* start of its mapping at file offset 0 */
+	dev_t dev;
+	ino_t ino;
+};
+
+/* Find the library in @pid's mappings: 0, -ENOENT (not mapped), -ESRCH, -errno. */
+static int pl_find(pid_t pid, struct pl_found *pf)
+{
+	char maps[64], line[PATH_MAX + 256], file[PATH_MAX] = "";
+	bool found = false;
+	FILE *f;
+
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
+	f = fopen(maps, "re");
+	if (!f)
+		return errno == ENOENT ? -ESRCH : -errno;
+	memset(pf, 0, sizeof(*pf));
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi, off, ino;
+		const char *name, *base;
+		int pos = 0;
+
+		if (sscanf(line, "%llx-%llx %*s %llx %*x:%*x %llu %n", &lo, &hi, &off, &ino,
+			   &pos) < 4 || !pos || line[pos] != '/' || ino == 0)
+			continue;
+		name = line + pos;
+		line[strcspn(line, "\n")] = 0;
+		base = strrchr(name, '/') + 1;
+		if (strncmp(base, PL_LIB_PREFIX, strlen(PL_LIB_PREFIX)) || strstr(name, " (deleted)"))
+			continue;
+		if (!found) {
+			snprintf(file, sizeof(file), "%s", name);
+			pf->lo = lo;
+			pf->hi = hi;
+			found = true;
+		} else if (strcmp(file, name)) {
+			continue;	/* a second copy: the first one mapped interposes */
+		}
+		if (lo < pf->lo)
+			pf->lo = lo;
+		if (hi > pf->hi)
+			pf->hi = hi;
+		if (off == 0 && !pf->base)
+			pf->base = lo;
+	}
+	fclose(f);
+	if (!found || !pf->base)
+		return -ENOENT;
+	snprintf(pf->path, sizeof(pf->path), "/proc/%d/root%s", pid, file);
+	return 0;
+}
+
+/* The run-time address of memprof_preload_config in the library @pf. */
+static int pl_cfg_addr(const struct pl_found *pf, uint64_t *addr)
+{
+	uint64_t value = 0, vaddr0 = UINT64_MAX;
+	Elf_Scn *scn = NULL;
+	size_t nph;
+	Elf *elf;
+	int fd, r = -ENOENT;
+
+	fd = open(pf->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &nph))
+		goto out;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_offset == 0)
+			vaddr0 = ph.p_vaddr & ~0xfffull;
+	}
+	while (!value && (scn = elf_nextscn(elf, scn))) {
+		Elf_Data *data;
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize ||
+		    !(data = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 1; i < sh.sh_size / sh.sh_entsize; i++) {
+			const char *name;
+			GElf_Sym sym;
+
+			if (!gelf_getsym(data, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
+			    GELF_ST_TYPE(sym.st_info) != STT_OBJECT)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (name && !strcmp(name, PL_CFG_SYM)) {
+				value = sym.st_value;
+				break;
+			}
+		}
+	}
+	if (value && vaddr0 != UINT64_MAX) {
+		*addr = pf->base - vaddr0 + value;
+		r = 0;
+	}
+out:
+	elf_end(elf);
+	close(fd);
+	return r;
+}
+
+/*
+ * Mirror @cfg into the configuration block at @addr in @pid: check magic, version and size,
+ * write rate, profile and flags, then generation + 1 (the library's seqlock). Returns the new
+ * generation in *@gen.
+ */
+static int pl_config_write(pid_t pid, uint64_t addr, const struct mp_proc_cfg *cfg, uint32_t *gen)
+{
+	struct memprof_preload_config c;
+	struct {
+		double rate;
+		uint32_t profile, flags;
+	} w;
+	struct iovec lv, rv;
+	uint32_t g;
+	ssize_t n;
+
+	_Static_assert(sizeof(w) == offsetof(struct memprof_preload_config, generation) -
+					   offsetof(struct memprof_preload_config, rate),
+		       "config block layout");
+	lv = (struct iovec){ &c, offsetof(struct memprof_preload_config, stats) };
+	rv = (struct iovec){ (void *)(uintptr_t)addr, lv.iov_len };
+	n = process_vm_readv(pid, &lv, 1, &rv, 1, 0);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n != lv.iov_len || c.magic != MEMPROF_PRELOAD_MAGIC ||
+	    c.version != MEMPROF_PRELOAD_VERSION || c.size < sizeof(c))
+		return -EPROTO;
+	if (cfg->flags & MP_PROC_RATE_ONE)
+		w.rate = 1.0;
+	else	/* the inverse of mp_gap_k(): exact to ~1e-10 relative */
+		w.rate = -expm1(-M_LN2 * 4294967296.0 / (double)cfg->gap_k);
+	w.profile = cfg->profile;
+	w.flags = (cfg->flags & MP_PROC_SAMPLING) ? MEMPROF_PRELOAD_F_SAMPLING : 0;
+	lv = (struct iovec){ &w, sizeof(w) };
+	rv = (struct iovec){ (void *)(uintptr_t)(addr + offsetof(struct memprof_preload_config,
+								  rate)), sizeof(w) };
+	if (process_vm_writev(pid, &lv, 1, &rv, 1, 0) != (ssize_t)sizeof(w))
+		return errno ? -errno : -EIO;
+	g = c.generation + 1 ? c.generation + 1 : 1;
+	lv = (struct iovec){ &g, sizeof(g) };
+	rv = (struct iovec){ (void *)(uintptr_t)(addr + offsetof(struct memprof_preload_config,
+								  generation)), sizeof(g) };
+	if (process_vm_writev(pid, &lv, 1, &rv, 1, 0) != (ssize_t)sizeof(g))
+		return errno ? -errno : -EIO;
+	*gen = g;
+	return 0;
+}
+
+static int pltargets_fd(struct mp_bpf *b)
+{
+	return bpf_map__fd(b->skel->maps.pltargets);
+}
+
+/* Write the block from @t's "procs" entry and publish the generation to BPF. */
+static int pl_sync(struct mp_bpf *b, struct target *t, const struct mp_proc_cfg *cfg,
+		   const struct pl_found *pf)
+{
+	struct mp_preload_target pt = { 0 };
+	uint32_t key = (uint32_t)t->pid;
+	int err;
+
+	if (bpf_map_lookup_elem(pltargets_fd(b), &key, &pt) && !pf)
+		return -ENOENT;
+	if (pf) {
+		pt.lo = pf->lo;
+		pt.hi = pf->hi;
+	}
+	err = pl_config_write(t->pid, t->pl_cfg, cfg, &pt.gen);
+	if (err)
+		return err;
+	t->pl_gen = pt.gen;
+	if (bpf_map_update_elem(pltargets_fd(b), &key, &pt, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+/* Move @t's links to the reaper (mode change at exec): the old probes would fire twice. */
+static void pl_retire_links(struct mp_bpf *b, struct target *t)
+{
+	struct target *g = calloc(1, sizeof(*g));
+
+	if (g) {
+		g->pid = t->pid;
+		g->links = t->links;
+		g->nlinks = t->nlinks;
+		g->cap = t->cap;
+		target_bury(b, g);
+	} else {
+		links_destroy(t->links, t->nlinks);
+		free(t->links);
+	}
+	t->links = NULL;
+	t->nlinks = t->cap = 0;
+	t->nobjs = 0;
+	t->nalloc = 0;
+}
+
+/*
+ * Decide whether @t is profiled through the library (first attach, or after exec) and set it
+ * up. Returns the number of probes attached (> 0: preload mode; also when already set up
+ * after an exec into the same library), 0 when @t is in uprobe mode, or -errno.
+ */
+static int pl_attach(struct mp_bpf *b, struct target *t)
+{
+	static const char *const names[2] = { "alloc", "free" };
+	struct bpf_program *progs[2] = { b->skel->progs.mp_usdt_alloc,
+					 b->skel->progs.mp_usdt_free };
+	struct mp_proc_cfg cfg;
+	struct pl_found pf;
+	struct stat st;
+	uint32_t key = (uint32_t)t->pid;
+	int err;
+
+	err = pl_find(t->pid, &pf);
+	if (err == -ENOENT) {
+		if (t->preload) {	/* exec'd into an image without the library */
+			pl_retire_links(b, t);
+			t->preload = false;
+			bpf_map_delete_elem(pltargets_fd(b), &key);
+		}
+		return 0;
+	}
+	if (err)
+		return err;
+	if (stat(pf.path, &st))
+		return -errno;
+	if (mp_bpf__proc_get(b, t->pid, &cfg))
+		return -ENOENT;	/* not configured: nothing to mirror */
+	if (t->preload && (st.st_dev != t->pl_dev || st.st_ino != t->pl_ino))
+		pl_retire_links(b, t);
+	else if (!t->preload && t->nlinks)
+		pl_retire_links(b, t);	/* uprobe mode before exec */
+	err = pl_cfg_addr(&pf, &t->pl_cfg);
+	if (err) {
+		logf_(b, 4, "'%s' has no usable " PL_CFG_SYM " symbol: %s", pf.path,
+		      strerror(-err));
+		return err;
+	}
+	bpf_map_delete_elem(pltargets_fd(b), &key);
+	err = pl_sync(b, t, &cfg, &pf);
+	if (err) {
+		logf_(b, 3, "Failed to configure libmemprof-preload in process %d ('%s'): %s",
+		      t->pid, pf.path, strerror(-err));
+		return err;
+	}
+	if (t->preload && t->nlinks)
+		return (int)t->nlinks;	/* exec'd into the same library: the probes stay */
+	for (int i = 0; i < 2; i++) {
+		struct plink l = { .fd = -1 };
+
+		l.l = bpf_program__attach_usdt(progs[i], t->pid, pf.path, "memprof", names[i],
+					       NULL);
+		if (!l.l) {
+			err = -errno;
+			logf_(b, 3, "Failed to attach USDT probe memprof:%s in '%s' (pid %d): %s",
+			      names[i], pf.path, t->pid, strerror(-err));
+		} else if ((err = target_add_link(t, &l)) != 0) {
+			plink_destroy(&l);
+		}
+		if (err) {
+			b->counters.attach_errors++;
+			pl_retire_links(b, t);
+			bpf_map_delete_elem(pltargets_fd(b), &key);
+			return err;
+		}
+	}
+	t->preload = true;
+	t->pl_dev = st.st_dev;
+	t->pl_ino = st.st_ino;
+	return (int)t->nlinks;
+}
+
+int mp_bpf__mode(struct mp_bpf *b, pid_t pid)
+{
+	struct target *t = target_find(b, pid);
+
+	if (!t)
+		return -ENOENT;
+	return t->preload ? MP_BPF_MODE_PRELOAD : MP_BPF_MODE_UPROBE;
+}
+
+int mp_bpf__preload_stats(struct mp_bpf *b, pid_t pid, uint64_t *out, size_t n)
+{
+	struct target *t = target_find(b, pid);
+	struct iovec lv, rv;
+
+	if (!t || !t->preload)
+		return -ENOENT;
+	if (n > MEMPROF_PRELOAD_STAT__SLOTS)
+		n = MEMPROF_PRELOAD_STAT__SLOTS;
+	lv = (struct iovec){ out, n * sizeof(*out) };
+	rv = (struct iovec){ (void *)(uintptr_t)(t->pl_cfg + offsetof(struct memprof_preload_config,
+								       stats)), lv.iov_len };
+	if (process_vm_readv(pid, &lv, 1, &rv, 1, 0) != (ssize_t)lv.iov_len)
+		return errno ? -errno : -EIO;
+	return (int)n;
 }

@@ -68,14 +68,41 @@ void mp_bpf__set_log(struct mp_bpf *b, mp_bpf_log_fn fn, void *ctx);
  */
 void mp_bpf__quiesce(struct mp_bpf *b);
 
+/*
+ * How a process is profiled. A process that maps libmemprof-preload.so when its probes are
+ * first attached (or when it exec's) is profiled through the library's USDT probes
+ * (memprof:alloc/free): its configuration block mirrors the "procs" entry (rate, profile,
+ * sampling flag; rewritten by mp_bpf__proc_set) and its alloc records carry MP_KIND_F_PRELOAD.
+ * Any other process gets allocator uprobes.
+ */
+enum mp_bpf_mode {
+	MP_BPF_MODE_UPROBE = 1,
+	MP_BPF_MODE_PRELOAD,
+};
+/* The mode of @pid, or -ENOENT when it has no probes. */
+int mp_bpf__mode(struct mp_bpf *b, pid_t pid);
+/* Read a preload-mode process' library counters (enum memprof_preload_stat) into @out[0..n).
+ * Returns how many were read, -ENOENT unless @pid is in preload mode, or -errno. */
+int mp_bpf__preload_stats(struct mp_bpf *b, pid_t pid, uint64_t *out, size_t n);
+
 /* User-space counters of the loader. */
 struct mp_bpf_counters {
 	uint64_t attach_errors;		/* probes that failed to attach */
 	uint64_t auto_attach_errors;	/* followed children / exec'd images that could not be probed */
 	uint64_t purged;		/* stale sampled-table entries deleted after exec/exit */
 	uint64_t uprobe_multi;		/* 1: probes are uprobe_multi links, 0: perf-event uprobes */
+	/* Added (overhead): */
+	uint64_t uprobe_session;	/* 1: uprobe sessions (return half on sampled calls only) */
+	uint64_t entry_cost_ns;		/* cost of an entry probe hit */
+	uint64_t return_cost_ns;	/* added cost of a return probe hit */
+	uint64_t cost_calibrated;	/* 1: both measured at open, 0: defaults */
 };
 void mp_bpf__counters(const struct mp_bpf *b, struct mp_bpf_counters *out);
+
+/* Probe hits of @pid so far (0 when it has none). The count is kept until the EXIT record of
+ * @pid has been delivered, or until mp_bpf__proc_hits_del(). */
+int mp_bpf__proc_hits(struct mp_bpf *b, pid_t pid, struct mp_proc_hits *out);
+int mp_bpf__proc_hits_del(struct mp_bpf *b, pid_t pid);
 
 /* 32.32 fixed-point K = ln 2 / -ln(1 - rate) for struct mp_proc_cfg.gap_k (rate in (0, 1)). */
 uint64_t mp_gap_k(double rate);

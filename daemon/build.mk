@@ -3,7 +3,8 @@ include daemon/stacks.mk
 # `memprofctl record` and by memprofd. Exports ENGINE_OBJS / ENGINE_LIBS.
 ENGINE_OWN_OBJS	:= $(B)/daemon/engine.o $(B)/daemon/sampler.o $(B)/daemon/entries.o
 ENGINE_OBJS	= $(ENGINE_OWN_OBJS) $(BPF_LOADER_OBJS) $(SYMBOLIZE_OBJS)
-ENGINE_LIBS	= $(BPF_LOADER_LIBS) $(SYMBOLIZE_LIBS) $(B)/lib/libmemprof.a $(call pkglibs,libzstd) -lm
+ENGINE_LIBS	= $(BPF_LOADER_LIBS) $(SYMBOLIZE_LIBS) $(B)/lib/libmemprof.a \
+		  $(call pkglibs,libzstd) -lm
 
 CTL_EXTRA_OBJS	+= $(ENGINE_OBJS)
 CTL_EXTRA_LIBS	+= $(ENGINE_LIBS)
@@ -34,7 +35,8 @@ $(REC_WL_DIR)/wl_alloc: tests/workloads/wl_alloc.c
 $(REC_WL_DIR)/wl_cxx: tests/workloads/wl_cxx.cc
 	$(call msg,CXX,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CXX) -std=gnu++17 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -Wall -Wextra -Werror -o $@ $<
+	$(Q)$(CXX) -std=gnu++17 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -Wall -Wextra -Werror \
+		-o $@ $<
 
 $(B)/tests/bpf/trace_check: $(B)/tests/bpf/trace_check.o $(B)/lib/libmemprof.a
 	$(call msg,LINK,$@)
@@ -57,8 +59,10 @@ DEMO_RATE	?= 1e-3
 
 demo: deps all
 	$(Q)if [ "$$(id -u)" -ne 0 ]; then \
-		echo "make demo: recording needs root (BPF uprobes); try: sudo make demo" >&2; exit 1; fi
-	@echo "== memprofctl record -r $(DEMO_RATE) -o $(B)/demo.ctf -- $(DEMO_PYTHON) examples/demo_alloc.py"
+		echo "make demo: recording needs root (BPF uprobes); try: sudo make demo" >&2; \
+		exit 1; fi
+	@echo "== memprofctl record -r $(DEMO_RATE) -o $(B)/demo.ctf -- $(DEMO_PYTHON)" \
+		"examples/demo_alloc.py"
 	$(Q)$(B)/bin/memprofctl record -r $(DEMO_RATE) -o $(B)/demo.ctf -- \
 		$(DEMO_PYTHON) examples/demo_alloc.py
 	@echo "== memprofctl report -n 10 $(B)/demo.ctf"

@@ -26,6 +26,7 @@ struct bus_conn {
 	struct mp_bus_server *s;
 	sd_bus *bus;
 	bool is_peer;			/* a client of the private socket */
+	uid_t uid;			/* its uid (SO_PEERCRED), for the per-user limit */
 	sd_event_source *reap;		/* deferred free after disconnect */
 	struct bus_conn *next;
 };
@@ -34,6 +35,8 @@ struct mp_bus_server {
 	struct memprofd *d;
 	int listen_fd;
 	char *bound_path;		/* set when we bound the socket ourselves */
+	dev_t bound_dev;		/* ... and what it was, so that exit removes only ours */
+	ino_t bound_ino;
 	sd_event_source *listen_src;
 	sd_event_source *post_src;
 	sd_id128_t server_id;
@@ -173,6 +176,23 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 		} else if (!strcmp(key, "zstd")) {
 			r = read_opt(m, key, "b", &b, error);
 			req->zstd = b;
+		} else if (!strcmp(key, "unwind")) {
+			const char *mode;
+
+			r = read_opt(m, key, "s", &mode, error);
+			if (r >= 0 && mp_unwind__parse(mode, &req->unwind))
+				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+							 "Invalid unwind mode '%s': fp, dwarf or "
+							 "auto", mode);
+		} else if (!strcmp(key, "stack_copy_size")) {
+			uint32_t v;
+
+			r = read_opt(m, key, "u", &v, error);
+			if (r >= 0 && v > MP_USTACK_MAX)
+				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+							 "Invalid stack copy size %u: at most %d "
+							 "bytes", v, MP_USTACK_MAX);
+			req->stack_copy_size = v ? (int)v : -1;
 		} else if (!strcmp(key, "output")) {
 			r = read_opt(m, key, "h", &fd, error);
 			if (r >= 0) {
@@ -188,7 +208,7 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 			return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
 						 "Unknown option '%s' (known: rate, callstack_size, "
 						 "follow_forks, duration_us, format_version, zstd, "
-						 "output)", key);
+						 "output, unwind, stack_copy_size)", key);
 		}
 		if (r < 0)
 			return r;
@@ -367,16 +387,17 @@ static int prop_stats(sd_bus *bus, const char *path, const char *iface, const ch
 		      sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
 	struct mp_bus_server *s = userdata;
-	uint64_t counters[MP_STAT__MAX] = { 0 };
-	int r;
+	uint64_t values[SVC_MAX_COUNTERS];
+	const char *names[SVC_MAX_COUNTERS];
+	int n, r;
 
-	r = mp_engine__stats(s->d->engine, counters, MP_STAT__MAX);
-	if (r < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_FAILED, "Failed to read BPF counters: %s",
-					 strerror(-r));
+	n = svc_counters(s->d, names, values, SVC_MAX_COUNTERS);
+	if (n < 0)
+		return sd_bus_error_setf(error, MP_BUS_ERR_FAILED, "Failed to read the counters: %s",
+					 strerror(-n));
 	r = sd_bus_message_open_container(reply, 'a', "(st)");
-	for (unsigned int i = 0; r >= 0 && i < MP_STAT__MAX; i++)
-		r = sd_bus_message_append(reply, "(st)", svc_stat_name(i), counters[i]);
+	for (int i = 0; r >= 0 && i < n; i++)
+		r = sd_bus_message_append(reply, "(st)", names[i], values[i]);
 	if (r >= 0)
 		r = sd_bus_message_close_container(reply);
 	return r;
@@ -456,11 +477,11 @@ static int prop_processes(sd_bus *bus, const char *path, const char *iface, cons
 		if (m < n)
 			n = m;
 	}
-	r = sd_bus_message_open_container(reply, 'a', "(usbtttddts)");
+	r = sd_bus_message_open_container(reply, 'a', "(usbttttddts)");
 	for (size_t i = 0; r >= 0 && i < n; i++)
-		r = sd_bus_message_append(reply, "(usbtttddts)", (uint32_t)ps[i].pid, ps[i].comm,
+		r = sd_bus_message_append(reply, "(usbttttddts)", (uint32_t)ps[i].pid, ps[i].comm,
 					  (int)ps[i].exited, ps[i].samples, ps[i].nsamples,
-					  ps[i].frees, ps[i].est_alloc_bytes,
+					  ps[i].live_nsamples, ps[i].frees, ps[i].est_alloc_bytes,
 					  ps[i].est_live_bytes, ps[i].drops,
 					  ps[i].trace_path ? ps[i].trace_path : "");
 	if (r >= 0)
@@ -496,7 +517,7 @@ static const sd_bus_vtable profile_vtable[] = {
 	SD_BUS_PROPERTY("Compressed", "b", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
 	SD_BUS_PROPERTY("Directory", "s", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
 	SD_BUS_PROPERTY("StartTimestamp", "t", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("Processes", "a(usbtttddts)", prop_processes, 0, 0),
+	SD_BUS_PROPERTY("Processes", "a(usbttttddts)", prop_processes, 0, 0),
 	SD_BUS_METHOD("Stop", "", "", profile_stop, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD("Discard", "", "", profile_discard, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_VTABLE_END
@@ -657,7 +678,11 @@ err:
 static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userdata)
 {
 	struct mp_bus_server *s = userdata;
+	unsigned int same_uid = 0, per_uid;
+	socklen_t uclen = sizeof(struct ucred);
+	struct ucred uc;
 	sd_bus *bus = NULL;
+	struct bus_conn *c;
 	int cfd, r;
 
 	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -666,10 +691,26 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userda
 			log_error("Failed to accept a control connection: %s", strerror(errno));
 		return 0;
 	}
-	if (s->nclients >= s->d->cfg.max_clients) {
+	/*
+	 * MaxClients bounds the connections; one user may hold a quarter of them, so that no
+	 * user can lock the others out. Root is always let in: an administrator must be able
+	 * to stop and discard.
+	 */
+	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &uc, &uclen) < 0) {
+		log_error("Failed to get a control client's credentials: %s", strerror(errno));
+		close(cfd);
+		return 0;
+	}
+	for (struct bus_conn *o = s->conns; o; o = o->next)
+		if (o->is_peer && o->uid == uc.uid)
+			same_uid++;
+	per_uid = s->d->cfg.max_clients / 4 ? s->d->cfg.max_clients / 4 : 1;
+	if (s->nclients >= MP_HARD_MAX_CLIENTS ||
+	    (uc.uid != 0 && (s->nclients >= s->d->cfg.max_clients || same_uid >= per_uid))) {
 		s->refused++;
-		log_warning("Refusing a control connection: %u clients are connected (MaxClients=%u)",
-			    s->nclients, s->d->cfg.max_clients);
+		log_warning("Refusing a control connection of uid %u: %u clients connected, %u of "
+			    "them this user's (MaxClients=%u)", (unsigned int)uc.uid, s->nclients,
+			    same_uid, s->d->cfg.max_clients);
 		close(cfd);
 		return 0;
 	}
@@ -689,11 +730,13 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userda
 		r = sd_bus_start(bus);
 	if (r < 0)
 		goto err;
-	if (!conn_new(s, bus, true)) {
+	c = conn_new(s, bus, true);
+	if (!c) {
 		r = -errno;
 		bus = NULL;
 		goto err;
 	}
+	c->uid = uc.uid;
 	return 0;
 err:
 	log_error("Failed to set up a control connection: %s", strerror(-r));
@@ -822,6 +865,12 @@ struct mp_bus_server *mp_bus_server__new(struct memprofd *d, int listen_fd, cons
 			r = -ENOMEM;
 			goto err;
 		}
+		struct stat st;
+
+		if (stat(path, &st) == 0) {
+			s->bound_dev = st.st_dev;
+			s->bound_ino = st.st_ino;
+		}
 	}
 	r = sd_event_add_io(d->event, &s->listen_src, s->listen_fd, EPOLLIN, on_accept, s);
 	if (r >= 0)
@@ -904,7 +953,12 @@ void mp_bus_server__free(struct mp_bus_server *s)
 	sd_event_source_disable_unref(s->listen_src);
 	sd_event_source_disable_unref(s->post_src);
 	if (s->bound_path) {
-		unlink(s->bound_path);
+		struct stat st;
+
+		/* Not a socket another memprofd bound at the same path meanwhile. */
+		if (stat(s->bound_path, &st) == 0 && st.st_dev == s->bound_dev &&
+		    st.st_ino == s->bound_ino)
+			unlink(s->bound_path);
 		free(s->bound_path);
 	}
 	if (s->listen_fd >= 0)

@@ -15,10 +15,12 @@
 #include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <memprof/preload.h>
 #include <memprof/trace.h>
 
 #include "daemon/bpf_loader.h"
@@ -26,13 +28,18 @@
 #include "daemon/entries.h"
 #include "daemon/sampler.h"
 #include "daemon/symbolize.h"
+#include "daemon/unwind.h"
 
 #define MP_DEFAULT_RATE		1e-4
 #define MP_DEFAULT_MAX_ENTRIES	(1u << 20)
 #define MP_DEFAULT_MAX_PROCS	4096
-#define MP_CTX_DROPS_WIDTH	300	/* fixed width of the drops field in the context */
+#define MP_CTX_DROPS_WIDTH	480	/* fixed width of the drops field in the context (drops
+					 * and, when it happened, the overhead detach) */
 #define MP_CTX_DROPS_MARK	"; drops: "
 #define MP_CTX_DROPS_PENDING	"pending (trace not completed)"
+/* epoll data of the engine's fds; anything else is a struct mp_ptrace * (its pidfd) */
+#define MP_EP_RINGBUF		1
+#define MP_EP_TIMER		2
 
 /* One trace: a (profile, process) pair. */
 struct mp_ptrace {
@@ -43,6 +50,7 @@ struct mp_ptrace {
 	char comm[16];
 	char *path;			/* NULL when written to a passed fd */
 	int fd;
+	int pidfd;			/* in the engine's epoll set until completion, or -1 */
 	struct memprof_writer *w;
 	bool completed;			/* writer closed */
 	bool in_list;			/* counted in the engine's open traces */
@@ -50,6 +58,14 @@ struct mp_ptrace {
 	bool in_table;
 	uint64_t samples, nsamples, frees, live_nsamples, truncated, exec_collects;
 	uint64_t unmatched, stale, table_full, write_errors;
+	/* overhead control (check_overhead()) */
+	struct mp_proc_hits hits;	/* probe hits at the start of the current window */
+	uint64_t win_start_ns;		/* CLOCK_MONOTONIC start of that window, 0: none yet */
+	double overhead_pct;		/* estimate over the last complete window */
+	char *detached_reason;		/* probes removed over budget: why (NULL: not) */
+	uint64_t dwarf_stacks, window_cut, unwind_fallbacks;	/* stacks component */
+	enum mp_proc_mode mode;		/* uprobes, or libmemprof-preload's USDT probes */
+	uint64_t pl_stats[MEMPROF_PRELOAD_STAT__SLOTS];	/* preload: library counters, last read */
 };
 
 struct mp_profile {
@@ -75,6 +91,8 @@ struct mp_engine {
 	char *default_dir;
 	struct mp_bpf *bpf;
 	struct mp_symbolizer *sym;
+	struct mp_unwinder *unw;	/* DWARF unwinding of stack copies (daemon/unwind.h) */
+	struct mp_engine_stack_stats sst;
 	struct mp_entries *entries;
 	int epfd, timerfd;
 	struct mp_profile *profiles;	/* newest first */
@@ -87,7 +105,7 @@ struct mp_engine {
 	void *state_ctx;
 	char hostname[256];
 	uint64_t drops[MP_DROP__MAX];
-	int in_process;			/* re-entrancy guard for state callbacks */
+	uint64_t ovh_next_ns;		/* next overhead check (CLOCK_MONOTONIC), 0: none due */
 };
 
 static uint64_t now_mono_ns(void)
@@ -132,6 +150,7 @@ static const char *const stat_names[MP_STAT__MAX] = {
 	[MP_STAT_FOREIGN_CALLS] = "foreign_calls",
 	[MP_STAT_PROCS_FULL] = "bpf_procs_full",
 	[MP_STAT_NESTED] = "nested_calls",
+	[MP_STAT_USTACK_LOST] = "ustack_lost",
 };
 
 const char *mp_engine_drop__name(enum mp_engine_drop d)
@@ -181,10 +200,16 @@ static void build_context(const struct mp_ptrace *t, char *buf, size_t len)
 
 	snprintf(buf, len,
 		 "memprofd profile=%" PRIu32 " pid=%d comm=%s rate=%g callstack_size=%u "
-		 "(deeper stacks keep their innermost frames) sizes=words(ceil(bytes/8)) "
-		 "source=External threads=merged%s%-*s",
+		 "(deeper stacks keep their innermost frames) unwind=%s stack_copy=%d "
+		 "sizes=words(ceil(bytes/8)) source=External threads=merged mode=%s%s%-*s",
 		 p->id, (int)t->pid, t->comm, p->opts.rate, p->opts.callstack_size,
-		 MP_CTX_DROPS_MARK, MP_CTX_DROPS_WIDTH, MP_CTX_DROPS_PENDING);
+		 mp_unwind__name(p->opts.unwind),
+		 p->opts.stack_copy_size > 0 ? p->opts.stack_copy_size : 0,
+		 mp_proc_mode__name(t->mode),
+		 MP_CTX_DROPS_MARK, MP_CTX_DROPS_WIDTH,
+		 /* a compressed stream cannot be patched in place */
+		 p->opts.zstd_level > 0 ? "not recorded in compressed traces" :
+					  MP_CTX_DROPS_PENDING);
 }
 
 static void final_drops(const struct mp_ptrace *t, char *buf, size_t len)
@@ -197,12 +222,17 @@ static void final_drops(const struct mp_ptrace *t, char *buf, size_t len)
 			d[i] = now[i] - p->bpf_base[i];
 	snprintf(buf, len,
 		 "table_full=%" PRIu64 " unmatched_frees=%" PRIu64 " stale_blocks=%" PRIu64
-		 " write_errors=%" PRIu64 " truncated_stacks=%" PRIu64 " exec_collects=%" PRIu64
-		 "; all processes: ringbuf=%" PRIu64 " bpf_table=%" PRIu64
-		 " missed_returns=%" PRIu64 " stack_errors=%" PRIu64 " bpf_procs_full=%" PRIu64,
+		 " write_errors=%" PRIu64 " truncated_stacks=%" PRIu64 " window_cut_stacks=%"
+		 PRIu64 " exec_collects=%" PRIu64 "; all processes: ringbuf=%" PRIu64
+		 " bpf_table=%" PRIu64 " missed_returns=%" PRIu64 " stack_errors=%" PRIu64
+		 " ustack_lost=%" PRIu64 " bpf_procs_full=%" PRIu64,
 		 t->table_full, t->unmatched, t->stale, t->write_errors, t->truncated,
-		 t->exec_collects, d[MP_STAT_RINGBUF_DROPS], d[MP_STAT_TABLE_DROPS],
-		 d[MP_STAT_MISSED_RETURNS], d[MP_STAT_STACK_ERRORS], d[MP_STAT_PROCS_FULL]);
+		 t->window_cut, t->exec_collects, d[MP_STAT_RINGBUF_DROPS],
+		 d[MP_STAT_TABLE_DROPS], d[MP_STAT_MISSED_RETURNS], d[MP_STAT_STACK_ERRORS],
+		 d[MP_STAT_USTACK_LOST], d[MP_STAT_PROCS_FULL]);
+	if (t->detached_reason && strlen(buf) + 1 < len)
+		snprintf(buf + strlen(buf), len - strlen(buf), "; detached before exit: %s",
+			 t->detached_reason);
 }
 
 /*
@@ -255,6 +285,85 @@ static int trace_open_file(struct mp_profile *p, const char *path, bool user_nam
 	return fd;
 }
 
+/*
+ * Watch the process through a pidfd in the engine's epoll set: if its exit event is lost
+ * (ring buffer full), the pidfd still says it is gone and the trace gets completed.
+ */
+static void watch_exit(struct mp_engine *e, struct mp_ptrace *t)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = t };
+
+	t->pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
+	if (t->pidfd < 0)
+		return;	/* gone already: its exit event is on its way */
+	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, t->pidfd, &ev)) {
+		close(t->pidfd);
+		t->pidfd = -1;
+	}
+}
+
+static void unwatch_exit(struct mp_engine *e, struct mp_ptrace *t)
+{
+	if (t->pidfd < 0)
+		return;
+	/* explicitly: a forked copy of the fd would keep the registration alive */
+	epoll_ctl(e->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
+	close(t->pidfd);
+	t->pidfd = -1;
+}
+
+const char *mp_proc_mode__name(enum mp_proc_mode m)
+{
+	return m == MP_PROC_MODE_PRELOAD ? "preload" : "uprobe";
+}
+
+/* How the loader profiles the trace's process; a preload one's library counters. */
+static void trace_update_mode(struct mp_ptrace *t)
+{
+	struct mp_bpf *b = t->p->e->bpf;
+
+	if (!b)
+		return;
+	if (mp_bpf__mode(b, t->pid) == MP_BPF_MODE_PRELOAD) {
+		t->mode = MP_PROC_MODE_PRELOAD;
+		mp_bpf__preload_stats(b, t->pid, t->pl_stats, MEMPROF_PRELOAD_STAT__SLOTS);
+	} else if (mp_bpf__mode(b, t->pid) == MP_BPF_MODE_UPROBE) {
+		t->mode = MP_PROC_MODE_UPROBE;
+	}
+}
+
+#define MP_PREWARM_MAX	64
+
+struct prewarm_ctx {
+	uint64_t addr[MP_PREWARM_MAX];
+	unsigned int n;
+};
+
+static int prewarm_collect(void *ctx, const struct mp_mapping_info *m)
+{
+	struct prewarm_ctx *c = ctx;
+
+	if (m->fd >= 0 && c->n < MP_PREWARM_MAX)
+		c->addr[c->n++] = m->start;
+	return 0;
+}
+
+/*
+ * Load the symbols and DWARF of @pid's objects now (one lookup in each, at most 64): the first
+ * lookup in an object reads and decompresses its debug information, tens of milliseconds for
+ * libc's. Paid here, before `memprofctl record` lets the command run, rather than while the
+ * first sampled events (and their stack copies) pile up in the ring buffer.
+ */
+static void prewarm(struct mp_engine *e, pid_t pid)
+{
+	struct prewarm_ctx c = { .n = 0 };
+	struct mp_frame fr;
+
+	mp_symbolizer__mappings(e->sym, pid, prewarm_collect, &c, NULL);
+	for (unsigned int i = 0; i < c.n; i++)
+		mp_symbolizer__resolve(e->sym, pid, c.addr[i], 0, &fr);
+}
+
 /* Create the trace of @pid in @p and write its trace-info packet. */
 static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
 {
@@ -276,8 +385,10 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 	t->p = p;
 	t->pid = pid;
 	t->fd = -1;
+	t->pidfd = -1;
 	t->node.key = (uint64_t)pid;
 	read_comm(pid, t->comm);
+	trace_update_mode(t);
 	memcpy(comm, t->comm, sizeof(comm));
 	sanitize(comm);
 
@@ -343,8 +454,10 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 	}
 	/* Snapshot the process' mappings now, while it surely lives: its events may be
 	 * processed after it exited. */
-	if (e->sym)
+	if (e->sym) {
 		mp_symbolizer__mapping(e->sym, pid, 1, &mi);
+		prewarm(e, pid);
+	}
 
 	/* A pid that was traced before in this profile (pid reuse): the new trace wins. */
 	{
@@ -361,6 +474,7 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 		goto fail;
 	}
 	t->in_table = true;
+	watch_exit(e, t);
 	e->open_traces++;
 	t->in_list = true;
 	*p->tail = t;
@@ -394,6 +508,7 @@ static void trace_complete(struct mp_ptrace *t)
 	t->completed = true;
 	if (t->in_list)
 		e->open_traces--;
+	unwatch_exit(e, t);
 	mp_entries__drain(e->entries, t->pid, t, NULL, NULL);
 	if (memprof_writer__close(t->w) < 0)
 		t->write_errors++;
@@ -407,6 +522,7 @@ static void trace_complete(struct mp_ptrace *t)
 static void trace_free(struct mp_ptrace *t)
 {
 	trace_complete(t);
+	free(t->detached_reason);
 	free(t->path);
 	free(t);
 }
@@ -418,7 +534,11 @@ static void proc_cfg(const struct mp_profile *p, struct mp_proc_cfg *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->profile = p->id;
 	cfg->gen = p->gen;
-	cfg->max_frames = p->opts.callstack_size;
+	/* one frame more than kept, so that a cut stack is known to be cut */
+	cfg->max_frames = p->opts.callstack_size < MP_MAX_STACK ? p->opts.callstack_size + 1 :
+								  MP_MAX_STACK;
+	/* normalized by mp_engine__start: > 0 only when DWARF unwinding may be used */
+	cfg->ustack_size = p->opts.stack_copy_size > 0 ? (uint32_t)p->opts.stack_copy_size : 0;
 	if (p->opts.rate >= 1.0)
 		cfg->flags |= MP_PROC_RATE_ONE;
 	else
@@ -467,6 +587,8 @@ static void arm_timer(struct mp_engine *e)
 		if (p->state == MP_PROFILE_SAMPLING && p->deadline_ns &&
 		    (!next || p->deadline_ns < next))
 			next = p->deadline_ns;
+	if (e->ovh_next_ns && (!next || e->ovh_next_ns < next))
+		next = e->ovh_next_ns;
 	its.it_value.tv_sec = (time_t)(next / 1000000000ull);
 	its.it_value.tv_nsec = (long)(next % 1000000000ull);
 	timerfd_settime(e->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
@@ -490,6 +612,7 @@ static int profile_stop(struct mp_profile *p)
 		/* Frees of sampled blocks keep coming; only sampling stops. */
 		if (mp_bpf__proc_get(p->e->bpf, t->pid, &cur) == 0 && cur.profile == p->id)
 			mp_bpf__proc_set(p->e->bpf, t->pid, &cfg);
+		trace_update_mode(t);	/* a preload process' counters, while it lives */
 	}
 	arm_timer(p->e);
 	return 0;
@@ -555,10 +678,101 @@ static void collect(struct mp_ptrace *t, uint64_t time_us, struct mp_entry *en)
 	t->live_nsamples -= en->nsamples;
 }
 
-static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev)
+/*
+ * AUTO's rule (enum mp_unwind): the frame-pointer walk @fp[0..n) is trustworthy when every
+ * frame it read its caller from (all but the outermost) is in code that keeps frame pointers,
+ * and the outermost is in a mapped object. A walk through code without them reads whatever
+ * rbp holds there: it ends early or goes on with garbage.
+ */
+static bool fp_trustworthy(struct mp_engine *e, pid_t pid, const uint64_t *fp, unsigned int n)
+{
+	struct mp_mapping_info mi;
+
+	if (!n)
+		return false;
+	for (unsigned int i = 0; i < n; i++) {
+		if (!fp[i] || fp[i] >= (1ull << 62))
+			return false;
+		if (i + 1 < n || n == 1) {
+			if (mp_unwinder__frame_pointers(e->unw, pid, fp[i]) <= 0)
+				return false;
+		} else if (mp_symbolizer__mapping(e->sym, pid, fp[i], &mi)) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * The backtrace of @ev, innermost first, in *@out: the frame-pointer walk BPF made, or the DWARF
+ * unwinding of its stack copy @us (NULL if none) into @buf, as the profile's unwind mode says.
+ * Returns its length, at most callstack_size, and counts cut stacks.
+ */
+static unsigned int stack_select(struct mp_engine *e, struct mp_ptrace *t,
+				 const struct mp_alloc_event *ev, const struct mp_ustack *us,
+				 uint64_t *buf, const uint64_t **out)
+{
+	const struct mp_profile *p = t->p;
+	unsigned int max = p->opts.callstack_size, n = 0;
+	unsigned int nfp = ev->nframes < MP_MAX_STACK ? ev->nframes : MP_MAX_STACK;
+	bool dwarf = false;
+	uint64_t t0;
+	int r;
+
+	*out = (const uint64_t *)ev->stack;
+	if (us)
+		e->sst.with_copy++;
+	if (p->opts.unwind != MP_UNWIND_FP && p->opts.stack_copy_size > 0 && e->unw) {
+		t0 = now_mono_ns();
+		if (!us)
+			t->unwind_fallbacks++;	/* the copy was lost (ring space) */
+		else if (p->opts.unwind == MP_UNWIND_DWARF)
+			dwarf = true;
+		else
+			dwarf = !fp_trustworthy(e, t->pid, *out, nfp);
+		if (dwarf) {
+			struct mp_regs regs = { .ip = us->ip, .sp = us->sp, .bp = us->bp };
+			const uint8_t *stack = (const uint8_t *)(us + 1) + us->offset;
+			struct mp_unwinder_stats ust;
+
+			/* one frame more than kept, to know whether it was cut */
+			r = mp_unwinder__unwind(e->unw, t->pid, &regs, stack, us->size, buf,
+						max < MP_MAX_STACK ? max + 1 : max, &n);
+			if (r == 0 && n > 0) {
+				*out = buf;
+				nfp = n;
+				t->dwarf_stacks++;
+				e->sst.dwarf_stacks++;
+				mp_unwinder__stats(e->unw, &ust);
+				if (ust.last_out_of_window) {
+					t->window_cut++;
+					e->sst.window_cut++;
+				}
+				if (ust.max_stack_used > e->sst.max_stack_used)
+					e->sst.max_stack_used = ust.max_stack_used;
+			} else {
+				t->unwind_fallbacks++;
+				dwarf = false;
+			}
+		}
+		e->sst.unwind_ns += now_mono_ns() - t0;
+	}
+	if (!dwarf)
+		e->sst.fp_stacks++;
+	/* more than kept, or BPF's limit reached (then it cannot tell) */
+	if (nfp > max || nfp == MP_MAX_STACK) {
+		t->truncated++;
+		nfp = nfp > max ? max : nfp;
+	}
+	return nfp;
+}
+
+static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
+		     const struct mp_ustack *us)
 {
 	struct mp_profile *p = profile_by_id(e, ev->h.profile);
-	uint64_t bt[MP_MAX_STACK], time_us, n, id;
+	uint64_t bt[MP_MAX_STACK], dw[MP_MAX_STACK], time_us, n, id;
+	const uint64_t *frames;
 	unsigned int nfr, k = 0;
 	struct mp_ptrace *t;
 	struct mp_entry *en;
@@ -587,16 +801,16 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev)
 		e->drops[MP_DROP_STALE]++;
 		mp_entries__remove(e->entries, en);
 	}
-	n = mp_sampler__nsamples(&p->sampler, ev->remaining);
+	/* libmemprof-preload drew the multiplicity in-process already */
+	if (ev->kind & MP_KIND_F_PRELOAD)
+		n = ev->remaining;
+	else
+		n = mp_sampler__nsamples(&p->sampler, ev->remaining);
 
-	nfr = ev->nframes < MP_MAX_STACK ? ev->nframes : MP_MAX_STACK;
-	if (nfr > p->opts.callstack_size)
-		nfr = p->opts.callstack_size;
-	if (nfr == p->opts.callstack_size)
-		t->truncated++;
-	/* BPF gives innermost first; memtrace wants outermost first. */
+	nfr = stack_select(e, t, ev, us, dw, &frames);
+	/* BPF and the unwinder give innermost first; memtrace wants outermost first. */
 	for (unsigned int i = nfr; i-- > 0;) {
-		uint64_t a = ev->stack[i];
+		uint64_t a = frames[i];
 
 		if (!a || a >= (1ull << 62))
 			continue;
@@ -627,6 +841,9 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev)
 	t->samples++;
 	t->nsamples += n;
 	t->live_nsamples += n;
+	/* the library's counters, read now and then while the process lives */
+	if (t->mode == MP_PROC_MODE_PRELOAD && !(t->samples & 255))
+		trace_update_mode(t);
 }
 
 static void on_free(struct mp_engine *e, const struct mp_free_event *ev)
@@ -637,6 +854,10 @@ static void on_free(struct mp_engine *e, const struct mp_free_event *ev)
 	if (!en) {
 		struct mp_profile *p = profile_by_id(e, ev->h.profile);
 
+		/* libmemprof-preload reports frees of blocks sampled under an older generation
+		 * or inherited across fork: not ours, not a loss */
+		if (ev->kind & MP_KIND_F_PRELOAD)
+			return;
 		e->drops[MP_DROP_UNMATCHED_FREE]++;
 		t = p ? trace_find(p, (pid_t)ev->h.pid) : NULL;
 		if (t)
@@ -701,6 +922,7 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 		struct mp_mapping_info mi;
 
 		/* the new image's mappings, while the process (hopefully) lives */
+		mp_unwinder__forget(e->unw, pid);
 		mp_symbolizer__forget(e->sym, pid);
 		mp_symbolizer__mapping(e->sym, pid, 1, &mi);
 	}
@@ -712,6 +934,13 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 	}
 	if (attach && e->bpf)
 		mp_bpf__attach(e->bpf, pid, NULL, 0);
+	/* the new image may (not) map libmemprof-preload: the loader decided again */
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		struct mp_ptrace *t = trace_find(p, pid);
+
+		if (t && !t->completed)
+			trace_update_mode(t);
+	}
 }
 
 static void profile_proc_exited(struct mp_profile *p)
@@ -736,12 +965,21 @@ static int proc_gone(struct mp_engine *e, pid_t pid)
 			continue;
 		found = 1;
 		t->exited = true;
+		if (e->bpf && !t->detached_reason) { /* final count (the loader drops it next) */
+			struct mp_proc_hits h;
+
+			if (!mp_bpf__proc_hits(e->bpf, pid, &h) && h.entries >= t->hits.entries &&
+			    h.returns >= t->hits.returns)
+				t->hits = h;
+		}
 		trace_complete(t);
 		if (p->state != MP_PROFILE_DISCARDED)
 			proc_release(p, pid, false);
-		profile_proc_exited(p);
+		if (!t->detached_reason) /* a detached process left nalive then */
+			profile_proc_exited(p);
 	}
 	mp_entries__drain(e->entries, pid, NULL, NULL, NULL);
+	mp_unwinder__forget(e->unw, pid);
 	if (e->sym)
 		mp_symbolizer__forget(e->sym, pid);
 	return found;
@@ -759,11 +997,24 @@ static int on_event(void *ctx, const void *data, size_t size)
 		if (size >= offsetof(struct mp_alloc_event, stack)) {
 			const struct mp_alloc_event *ev = data;
 
+			const struct mp_ustack *us = NULL;
+			uint64_t t0 = now_mono_ns();
+
+			/* a user-stack copy follows the full-size record (bpf/memprof.h) */
+			if (size >= sizeof(*ev) + sizeof(*us)) {
+				us = (const struct mp_ustack *)(ev + 1);
+				if (us->offset >= MP_PAGE_SIZE ||
+				    (size_t)us->offset + us->size > size - sizeof(*ev) - sizeof(*us))
+					us = NULL;
+			}
 			/* the record may carry only the valid frames */
 			if (size >= offsetof(struct mp_alloc_event, stack) +
 					    8 * (size_t)(ev->nframes < MP_MAX_STACK ?
-								 ev->nframes : MP_MAX_STACK))
-				on_alloc(e, ev);
+								 ev->nframes : MP_MAX_STACK)) {
+				on_alloc(e, ev, us);
+				e->sst.events++;
+				e->sst.event_ns += now_mono_ns() - t0;
+			}
 		}
 		break;
 	case MP_EV_FREE:
@@ -827,6 +1078,9 @@ struct mp_engine *mp_engine__new(const struct mp_engine_opts *opts)
 	e->sym = mp_symbolizer__new();
 	if (!e->sym)
 		goto fail_errno;
+	e->unw = mp_unwinder__new(e->sym, NULL);
+	if (!e->unw)
+		goto fail_errno;
 	e->bpf = mp_bpf__open(on_event, e);
 	if (!e->bpf)
 		goto fail_errno;
@@ -834,10 +1088,10 @@ struct mp_engine *mp_engine__new(const struct mp_engine_opts *opts)
 	e->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (e->epfd < 0 || e->timerfd < 0)
 		goto fail_errno;
-	ev.data.u32 = 1;
+	ev.data.u64 = MP_EP_RINGBUF;
 	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, mp_bpf__fd(e->bpf), &ev))
 		goto fail_errno;
-	ev.data.u32 = 2;
+	ev.data.u64 = MP_EP_TIMER;
 	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->timerfd, &ev))
 		goto fail_errno;
 	return e;
@@ -881,6 +1135,7 @@ void mp_engine__free(struct mp_engine *e)
 		profile_free(p);
 	}
 	mp_bpf__free(e->bpf);
+	mp_unwinder__free(e->unw);
 	mp_symbolizer__free(e->sym);
 	mp_entries__free(e->entries);
 	if (e->epfd >= 0)
@@ -902,6 +1157,78 @@ void mp_engine__on_state(struct mp_engine *e, mp_profile_state_fn fn, void *ctx)
 	e->state_ctx = ctx;
 }
 
+/*
+ * Overhead control. Every MP_OVERHEAD_WINDOW_MS, each probed process' cost is estimated from
+ * its probe hits in the window (BPF map "phits") times the cost of a hit the loader measured
+ * at start (mp_bpf_counters), as a percentage of one CPU. A process over its profile's budget
+ * is detached: its probes are removed, its trace is completed (live blocks stay uncollected,
+ * the context says why) and mp_proc_stats.detached_reason tells the user.
+ */
+static void overhead_detach(struct mp_ptrace *t, double pct, uint64_t hits, uint64_t dt_ns)
+{
+	struct mp_profile *p = t->p;
+	char why[256];
+
+	snprintf(why, sizeof(why),
+		 "probe overhead %.1f%% of a CPU (%" PRIu64 " probe hits in %.2f s) exceeded "
+		 "the budget of %g%%", pct, hits, (double)dt_ns / 1e9, p->opts.max_overhead_pct);
+	t->detached_reason = strdup(why);
+	if (!t->detached_reason)
+		t->detached_reason = strdup("probe overhead exceeded the budget");
+	if (!t->detached_reason)
+		return; /* try again at the next window */
+	proc_release(p, t->pid, true);
+	mp_bpf__proc_hits_del(p->e->bpf, t->pid); /* no exit record will drop it */
+	trace_complete(t);
+	profile_proc_exited(p);
+}
+
+static void check_overhead(struct mp_engine *e, uint64_t now)
+{
+	uint64_t window = (uint64_t)MP_OVERHEAD_WINDOW_MS * 1000000;
+	struct mp_bpf_counters c;
+	bool any = false;
+
+	if (!e->ovh_next_ns || now < e->ovh_next_ns || !e->bpf)
+		return;
+	e->ovh_next_ns = 0;
+	mp_bpf__counters(e->bpf, &c);
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		if (p->state == MP_PROFILE_DISCARDED)
+			continue;
+		for (struct mp_ptrace *t = p->list; t; t = t->next) {
+			struct mp_proc_hits h;
+			uint64_t de, dr, dt;
+
+			if (t->exited || t->completed || t->detached_reason)
+				continue;
+			any = true;
+			if (mp_bpf__proc_hits(e->bpf, t->pid, &h))
+				continue;
+			if (!t->win_start_ns || h.entries < t->hits.entries ||
+			    h.returns < t->hits.returns) {
+				/* first look (or the counters restarted): a window starts */
+				t->hits = h;
+				t->win_start_ns = now;
+				continue;
+			}
+			dt = now - t->win_start_ns;
+			if (dt < window / 2)
+				continue;
+			de = h.entries - t->hits.entries;
+			dr = h.returns - t->hits.returns;
+			t->overhead_pct = 100.0 * (double)(de * c.entry_cost_ns +
+							   dr * c.return_cost_ns) / (double)dt;
+			t->hits = h;
+			t->win_start_ns = now;
+			if (p->opts.max_overhead_pct > 0 && t->overhead_pct > p->opts.max_overhead_pct)
+				overhead_detach(t, t->overhead_pct, de + dr, dt);
+		}
+	}
+	if (any)
+		e->ovh_next_ns = now + window;
+}
+
 static void check_deadlines(struct mp_engine *e)
 {
 	uint64_t expirations, now = now_mono_ns();
@@ -914,7 +1241,33 @@ static void check_deadlines(struct mp_engine *e)
 			notify_state(p);
 		}
 	}
+	check_overhead(e, now);
 	arm_timer(e);
+}
+
+/* Processes whose pidfd says they are gone: deliver their exit event, or complete their
+ * traces without it (counted). */
+static void check_exits(struct mp_engine *e)
+{
+	struct epoll_event evs[32];
+	int n = epoll_wait(e->epfd, evs, 32, 0);
+
+	for (int i = 0; i < n; i++) {
+		struct mp_ptrace *t = evs[i].data.ptr;
+
+		if (evs[i].data.u64 == MP_EP_RINGBUF || evs[i].data.u64 == MP_EP_TIMER)
+			continue;
+		/* traces are only freed by forget/free, never while processing */
+		if (t->pidfd < 0)
+			continue;
+		mp_engine__reap(e, t->pid);
+		if (!t->completed) {
+			/* an older trace of a reused pid */
+			t->exited = true;
+			trace_complete(t);
+			e->drops[MP_DROP_LOST_EXIT]++;
+		}
+	}
 }
 
 int mp_engine__process(struct mp_engine *e)
@@ -922,6 +1275,7 @@ int mp_engine__process(struct mp_engine *e)
 	int n = mp_bpf__consume(e->bpf);
 
 	check_deadlines(e);
+	check_exits(e);
 	return n;
 }
 
@@ -1009,7 +1363,8 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 	if (!p->opts.format_version)
 		p->opts.format_version = 2;
 	if (!(p->opts.rate > 0 && p->opts.rate <= 1)) {
-		snprintf(err, err_len, "Invalid sampling rate %g: it must be in (0, 1]", opts->rate);
+		snprintf(err, err_len, "Invalid sampling rate %g: it must be in (0, 1]",
+			 opts->rate);
 		r = -EINVAL;
 		goto fail;
 	}
@@ -1019,6 +1374,23 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 		r = -EINVAL;
 		goto fail;
 	}
+	if ((unsigned int)p->opts.unwind > MP_UNWIND_DWARF) {
+		snprintf(err, err_len, "Invalid unwind mode %d: auto, fp or dwarf",
+			 (int)p->opts.unwind);
+		r = -EINVAL;
+		goto fail;
+	}
+	if (p->opts.stack_copy_size > MP_USTACK_MAX) {
+		snprintf(err, err_len, "Invalid stack copy size %d: at most %d bytes",
+			 p->opts.stack_copy_size, MP_USTACK_MAX);
+		r = -EINVAL;
+		goto fail;
+	}
+	/* stack_copy_size > 0 from here on means: BPF copies that much (proc_cfg) */
+	if (p->opts.unwind == MP_UNWIND_FP || p->opts.stack_copy_size < 0)
+		p->opts.stack_copy_size = -1;
+	else if (!p->opts.stack_copy_size)
+		p->opts.stack_copy_size = MP_USTACK_DEFAULT;
 	p->out_path = opts->out_path ? strdup(opts->out_path) : NULL;
 	p->out_dir = opts->out_dir ? strdup(opts->out_dir) : NULL;
 	if ((opts->out_path && !p->out_path) || (opts->out_dir && !p->out_dir)) {
@@ -1088,6 +1460,8 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 	e->next_id++;
 	p->next = e->profiles;
 	e->profiles = p;
+	if (!e->ovh_next_ns) /* first window: the hit counters' baselines */
+		e->ovh_next_ns = now_mono_ns() + 1;
 	arm_timer(e);
 	if (out)
 		*out = p;
@@ -1108,6 +1482,20 @@ fail_procs:
 fail:
 	profile_free(p);
 	return r;
+}
+
+int mp_engine__forget(struct mp_engine *e, struct mp_profile *p)
+{
+	if (p->state != MP_PROFILE_DISCARDED)
+		return -EINVAL;
+	for (struct mp_profile **pp = &e->profiles; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			profile_free(p);
+			return 0;
+		}
+	}
+	return -ENOENT;
 }
 
 struct mp_profile *mp_engine__profile(struct mp_engine *e, uint32_t id)
@@ -1161,6 +1549,19 @@ size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, 
 		s->truncated_stacks = t->truncated;
 		s->exec_collects = t->exec_collects;
 		s->unmatched_frees = t->unmatched;
+		s->probe_hits = t->hits.entries + t->hits.returns;
+		s->overhead_pct = t->overhead_pct;
+		s->detached_reason = t->detached_reason;
+		s->dwarf_stacks = t->dwarf_stacks;
+		s->window_cut_stacks = t->window_cut;
+		s->unwind_fallbacks = t->unwind_fallbacks;
+		if (!t->exited && !t->completed)
+			trace_update_mode(t);
+		s->mode = t->mode;
+		s->preload_samples = t->pl_stats[MEMPROF_PRELOAD_STAT_SAMPLES];
+		s->preload_lost = t->pl_stats[MEMPROF_PRELOAD_STAT_TABLE_FULL] +
+				  t->pl_stats[MEMPROF_PRELOAD_STAT_STALE] +
+				  t->pl_stats[MEMPROF_PRELOAD_STAT_REALLOC_LOST];
 	}
 	return p->ntraces;
 }
@@ -1193,9 +1594,63 @@ int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n)
 	return MP_STAT__MAX;
 }
 
+void mp_engine__stack_stats(const struct mp_engine *e, struct mp_engine_stack_stats *out)
+{
+	*out = e->sst;
+}
+
+static const char *const unwind_names[] = {
+	[MP_UNWIND_AUTO] = "auto",
+	[MP_UNWIND_FP] = "fp",
+	[MP_UNWIND_DWARF] = "dwarf",
+};
+
+const char *mp_unwind__name(enum mp_unwind u)
+{
+	return (unsigned int)u <= MP_UNWIND_DWARF ? unwind_names[u] : "?";
+}
+
+int mp_unwind__parse(const char *s, enum mp_unwind *out)
+{
+	for (unsigned int i = 0; i <= MP_UNWIND_DWARF; i++) {
+		if (!strcmp(s, unwind_names[i])) {
+			*out = (enum mp_unwind)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 int mp_engine__drops(const struct mp_engine *e, uint64_t *out, size_t n)
 {
 	for (size_t i = 0; i < n && i < MP_DROP__MAX; i++)
 		out[i] = e->drops[i];
 	return MP_DROP__MAX;
+}
+
+int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_len)
+{
+	char dummy[8];
+	int r;
+
+	if (!err) {
+		err = dummy;
+		err_len = sizeof(dummy);
+	}
+	err[0] = '\0';
+	/* its FORK or EXEC record is in the ring already: the engine follows it from there */
+	r = mp_engine__process(e);
+	if (r < 0) {
+		snprintf(err, err_len, "Failed to read events: %s", strerror(-r));
+		return r;
+	}
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		struct mp_ptrace *t = trace_find(p, pid);
+
+		if (!t || t->completed || t->exited || p->state != MP_PROFILE_SAMPLING)
+			continue;
+		r = attach_pid(p, pid, err, err_len);
+		return r < 0 ? r : 1;
+	}
+	return 0;
 }

@@ -39,6 +39,25 @@ struct mp_engine_opts {
 	const char *default_dir;
 };
 
+/*
+ * Backtraces (stacks component, docs/DESIGN.md). BPF always walks the frame-pointer chain; with
+ * a stack copy (mp_profile_opts.stack_copy_size) the daemon can unwind with DWARF CFI instead
+ * (daemon/unwind.h), which code built without frame pointers needs.
+ *	FP:	the frame-pointer walk; no stack copy.
+ *	DWARF:	DWARF unwinding of every sampled event's stack copy (the frame-pointer walk when
+ *		an event lost its copy).
+ *	AUTO:	the frame-pointer walk when it is trustworthy: every frame whose caller it read
+ *		from rbp (all but the outermost) is in an object that keeps frame pointers
+ *		(mp_unwinder__frame_pointers(), judged once per object from its CFI); else DWARF.
+ */
+enum mp_unwind {
+	MP_UNWIND_AUTO = 0,
+	MP_UNWIND_FP,
+	MP_UNWIND_DWARF,
+};
+const char *mp_unwind__name(enum mp_unwind u);		/* "auto", "fp", "dwarf" */
+int mp_unwind__parse(const char *s, enum mp_unwind *out);	/* 0 or -EINVAL */
+
 struct mp_profile_opts {
 	size_t sz;
 	double rate;		/* λ per word, (0, 1]; 0 = default 1e-4 */
@@ -58,7 +77,26 @@ struct mp_profile_opts {
 	gid_t owner_gid;
 	uint16_t format_version;	/* 2 (default) or 3 */
 	int zstd_level;		/* > 0: write .ctf.zst */
+	/* Added (stacks): how backtraces are unwound; see enum mp_unwind. */
+	enum mp_unwind unwind;
+	int stack_copy_size;	/* bytes of user stack BPF copies with each sampled event for
+				 * DWARF unwinding: 0 = MP_USTACK_DEFAULT, < 0 = none (then
+				 * every stack is a frame-pointer walk); at most MP_USTACK_MAX */
+	/* Added (overhead control): budget of the probes' cost per process, in percent of one
+	 * CPU, averaged over MP_OVERHEAD_WINDOW_MS; a process over it is detached (its trace
+	 * completed, mp_proc_stats.detached_reason says why). 0 = unlimited. */
+	double max_overhead_pct;
 };
+
+#define MP_OVERHEAD_WINDOW_MS	1000
+
+/* How a process is profiled (daemon/bpf_loader.h): allocator uprobes, or the cooperative fast
+ * path of libmemprof-preload (in-process sampling, USDT probes on samples only). */
+enum mp_proc_mode {
+	MP_PROC_MODE_UPROBE = 0,
+	MP_PROC_MODE_PRELOAD,
+};
+const char *mp_proc_mode__name(enum mp_proc_mode m);	/* "uprobe", "preload" */
 
 /* Per-process figures of a profile. */
 struct mp_proc_stats {
@@ -73,10 +111,26 @@ struct mp_proc_stats {
 	uint64_t drops;			/* events lost for this process (ring full, table full...) */
 	const char *trace_path;		/* may be NULL when written to a passed fd */
 	/* Added: */
-	uint64_t live_nsamples;		/* Σ n over blocks not freed (live at exit once exited) */
+	uint64_t live_nsamples;		/* Σ n over blocks not freed (at exit: live at exit) */
 	uint64_t truncated_stacks;	/* samples whose stack reached callstack_size */
 	uint64_t exec_collects;		/* blocks collected because the process exec'd */
 	uint64_t unmatched_frees;	/* free events no entry matched (attributed by pid) */
+	/* Added (preload): */
+	enum mp_proc_mode mode;
+	uint64_t preload_samples;	/* library's count of samples drawn (its stats, last read
+					 * while the process lived) */
+	uint64_t preload_lost;		/* library's losses: table_full + stale + realloc_lost */
+	/* Added (stacks): */
+	uint64_t dwarf_stacks;		/* samples whose backtrace was unwound with DWARF */
+	uint64_t window_cut_stacks;	/* ... cut short where the stack copy ended (a larger
+					 * stack_copy_size would have gone further) */
+	uint64_t unwind_fallbacks;	/* samples that wanted DWARF but had no stack copy, or
+					 * whose unwinding failed: frame-pointer walk kept */
+	/* Added (overhead control): */
+	uint64_t probe_hits;		/* entry + return probe hits (while probed) */
+	double overhead_pct;		/* estimated probe cost over the last window, % of a CPU */
+	const char *detached_reason;	/* NULL, or why probing stopped before the process
+					 * exited (over its overhead budget) */
 };
 
 typedef void (*mp_profile_state_fn)(void *ctx, struct mp_profile *p, enum mp_profile_state st);
@@ -135,6 +189,20 @@ enum mp_engine_drop {
 
 /* Fill @out[0..n) with the enum mp_engine_drop counters; returns MP_DROP__MAX. */
 int mp_engine__drops(const struct mp_engine *e, uint64_t *out, size_t n);
+
+/* Backtraces, all profiles together (stacks component): what unwinding costs the engine. */
+struct mp_engine_stack_stats {
+	uint64_t events;		/* alloc events turned into trace allocations */
+	uint64_t event_ns;		/* time spent on them (CLOCK_MONOTONIC): unwinding,
+					 * symbolization, trace writing */
+	uint64_t with_copy;		/* events that carried a user-stack copy */
+	uint64_t fp_stacks;		/* backtraces taken from the frame-pointer walk */
+	uint64_t dwarf_stacks;		/* backtraces unwound with DWARF */
+	uint64_t unwind_ns;		/* time spent in DWARF unwinding (and AUTO's judgement) */
+	uint64_t window_cut;		/* DWARF unwinds cut where the stack copy ended */
+	uint64_t max_stack_used;	/* most stack bytes above sp a DWARF unwind read */
+};
+void mp_engine__stack_stats(const struct mp_engine *e, struct mp_engine_stack_stats *out);
 /* Name of a drop cause, of a BPF stat (enum mp_stat), for summaries. */
 const char *mp_engine_drop__name(enum mp_engine_drop d);
 const char *mp_stat__name(enum mp_stat s);
@@ -146,8 +214,22 @@ const char *mp_stat__name(enum mp_stat s);
  */
 int mp_engine__reap(struct mp_engine *e, pid_t pid);
 
+/* Free a discarded profile (its traces are complete); -EINVAL unless discarded. @p is invalid
+ * afterwards. */
+int mp_engine__forget(struct mp_engine *e, struct mp_profile *p);
+
 /* Probe objects @pid mapped since its profile started (after dlopen). */
 int mp_profile__attach(struct mp_profile *p, pid_t pid, char *err, size_t err_len);
+
+/*
+ * @pid was just forked by, or just exec'd in, a profiled process and is held stopped by the
+ * caller (ptrace) before it runs code of its own: deliver the pending events (its FORK or EXEC
+ * record among them, so the engine follows it as it would have) and attach its probes now, so
+ * that none of its allocations is missed. Returns 1 if a sampling profile holds @pid (probes
+ * attached), 0 if none does (not followed: the caller may let it go), or -errno (then @err, if
+ * not NULL, says why: -ENOENT when it maps no probe-able allocator, -ESRCH when it is gone).
+ */
+int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_len);
 
 /* The sampling rate's standard error of an estimate made of @nsamples samples, in bytes:
  * sqrt((1 - λ) Σn) / λ × 8. */

@@ -397,8 +397,9 @@ size_t mp_entries__drain(struct mp_entries *t, pid_t pid, void *owner, mp_entry_
 
 		if (!e) {
 			/* no memory for the list: rescan from the start each time */
-			while ((n = mp_htab__next(&p->addrs, n)) && !owned((struct mp_entry *)n, owner))
-				;
+			do
+				n = mp_htab__next(&p->addrs, n);
+			while (n && !owned((struct mp_entry *)n, owner));
 			e = (struct mp_entry *)n;
 			n = NULL;
 		}

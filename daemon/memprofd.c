@@ -427,7 +427,6 @@ int main(int argc, char **argv)
 	r = parse_args(&d, argc, argv, &log_level, &config_given);
 	if (r >= 0)
 		return r;
-	d.under_systemd = getenv("NOTIFY_SOCKET") != NULL;
 	mp_log_setup(log_level, stderr_is_journal());
 
 	mp_config__defaults(&d.cfg);

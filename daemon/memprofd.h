@@ -77,7 +77,6 @@ struct memprofd {
 
 	struct svc_profile *profiles;	/* newest first */
 	uint32_t next_id;
-	bool under_systemd;		/* NOTIFY_SOCKET was set */
 	bool stopping;
 };
 
@@ -116,6 +115,8 @@ struct svc_start_req {
 	uint16_t format_version;	/* 0: engine default */
 	bool zstd;
 	int out_fd;			/* -1: traces under the profile's directory */
+	enum mp_unwind unwind;		/* stacks: see enum mp_unwind (0: auto) */
+	int stack_copy_size;		/* 0: engine default, < 0: none */
 };
 
 /*
@@ -137,8 +138,10 @@ void svc_profile__free_all(struct memprofd *d);
 /* Highest profile id found under <state dir>/profiles, so ids stay unique across restarts. */
 uint32_t svc_profile__scan_ids(const char *state_dir);
 const char *svc_state_name(enum mp_profile_state st);
-/* Name of BPF counter @i (enum mp_stat), as the API and manifests show it. */
-const char *svc_stat_name(unsigned int i);
+/* The BPF counters (enum mp_stat) then the engine's drop counters (enum mp_engine_drop),
+ * named as the API and the manifests show them. Returns how many, or -errno. */
+#define SVC_MAX_COUNTERS	64
+int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_t max);
 /* May @uid act on @sp (stop, discard)? root and the owner may. */
 bool svc_profile__may_control(const struct svc_profile *sp, uid_t uid);
 

@@ -5,6 +5,8 @@ SVC_OBJS	:= $(B)/daemon/memprofd.o $(B)/daemon/svc_profile.o $(B)/daemon/bus.o
 SVC_LIBS	:= $(call pkglibs,libsystemd) $(call pkglibs,json-c)
 SVC_UNITS	:= systemd/memprofd.service systemd/memprofd.socket
 SVC_MAN		:= man/memprofd.8 man/memprofctl.1
+# dbus-daemon reads policies from /usr/share/dbus-1/system.d and /etc/dbus-1/system.d only.
+dbuspolicydir	?= $(if $(filter /usr,$(prefix)),/usr/share/dbus-1/system.d,/etc/dbus-1/system.d)
 
 $(SVC_OBJS): EXTRA_CFLAGS_daemon += -DMP_VERSION='"$(VERSION)"' $(call pkgcflags,libsystemd)
 
@@ -37,13 +39,14 @@ BPF_TESTS	+= $(SVC_WORKLOADS)
 install: install-service
 install-service: $(B)/bin/memprofd $(B)/bin/memprofctl
 	$(INSTALL) -d $(DESTDIR)$(sbindir) $(DESTDIR)$(bindir) $(DESTDIR)$(unitdir) \
-		$(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man8
+		$(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man8 $(DESTDIR)$(dbuspolicydir)
 	$(INSTALL) -m 0755 $(B)/bin/memprofd $(DESTDIR)$(sbindir)/memprofd
 	$(INSTALL) -m 0755 $(B)/bin/memprofctl $(DESTDIR)$(bindir)/memprofctl
 	sed 's|/usr/local/sbin/memprofd|$(sbindir)/memprofd|' systemd/memprofd.service \
 		> $(DESTDIR)$(unitdir)/memprofd.service
 	$(INSTALL) -m 0644 systemd/memprofd.socket $(DESTDIR)$(unitdir)/memprofd.socket
 	chmod 0644 $(DESTDIR)$(unitdir)/memprofd.service
+	$(INSTALL) -m 0644 systemd/org.memprofd.conf $(DESTDIR)$(dbuspolicydir)/org.memprofd.conf
 	$(INSTALL) -m 0644 man/memprofd.8 $(DESTDIR)$(mandir)/man8/memprofd.8
 	$(INSTALL) -m 0644 man/memprofctl.1 $(DESTDIR)$(mandir)/man1/memprofctl.1
 

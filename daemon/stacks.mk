@@ -52,3 +52,19 @@ $(B)/tests/unit/test_symbolize_tables: $(B)/tests/unit/test_symbolize_tables.o
 
 UNIT_TESTS += $(B)/tests/unit/test_symbolize $(B)/tests/unit/test_symbolize_tables \
 	      $(B)/tests/unit/test_unwind
+
+# bpf tier (tests/bpf/stacks-*.sh): workloads built WITHOUT frame pointers, as distributions
+# build (the symbols stay: -g), whose backtraces only DWARF unwinding can give.
+STK_WL_DIR	:= $(B)/tests/workloads
+
+$(STK_WL_DIR)/stk_c: tests/workloads/stk_c.c
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) -std=gnu11 -O2 -g -fomit-frame-pointer -D_GNU_SOURCE $(WARN) -o $@ $<
+
+$(STK_WL_DIR)/stk_cxx: tests/workloads/stk_cxx.cc
+	$(call msg,CXX,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CXX) -std=gnu++17 -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror -o $@ $<
+
+BPF_TESTS	+= $(STK_WL_DIR)/stk_c $(STK_WL_DIR)/stk_cxx

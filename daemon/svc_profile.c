@@ -290,6 +290,8 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 		return -EINVAL;
 	}
 	opts.callstack_size = req->callstack_size ? req->callstack_size : d->cfg.callstack_size;
+	opts.unwind = req->unwind;
+	opts.stack_copy_size = req->stack_copy_size;
 	if (opts.callstack_size > MP_MAX_CALLSTACK) {
 		snprintf(err, err_len, "Invalid callstack size %u: at most %d frames",
 			 opts.callstack_size, MP_MAX_CALLSTACK);
@@ -429,30 +431,25 @@ void svc_profile__state_changed(struct memprofd *d, struct svc_profile *sp)
 	memprofd__update_status(d);
 }
 
-static const char *const stat_names[MP_STAT__MAX] = {
-	[MP_STAT_CALLS] = "calls",
-	[MP_STAT_SAMPLED] = "sampled",
-	[MP_STAT_FREES] = "frees",
-	[MP_STAT_RINGBUF_DROPS] = "ringbuf_drops",
-	[MP_STAT_TABLE_DROPS] = "table_drops",
-	[MP_STAT_MISSED_RETURNS] = "missed_returns",
-	[MP_STAT_STACK_ERRORS] = "stack_errors",
-	[MP_STAT_FOREIGN_CALLS] = "foreign_calls",
-	[MP_STAT_PROCS_FULL] = "procs_full",
-	[MP_STAT_NESTED] = "nested",
-};
-
-const char *svc_stat_name(unsigned int i)
+int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_t max)
 {
-	static char other[MP_STAT__MAX][16];
+	uint64_t bpf[MP_STAT__MAX], drops[MP_DROP__MAX];
+	size_t n = 0;
+	int r;
 
-	if (i >= MP_STAT__MAX)
-		return "unknown";
-	if (stat_names[i])
-		return stat_names[i];
-	/* A counter added to bpf/memprof.h and not named here yet: still shown, uniquely. */
-	snprintf(other[i], sizeof(other[i]), "stat%u", i);
-	return other[i];
+	r = mp_engine__stats(d->engine, bpf, MP_STAT__MAX);
+	if (r < 0)
+		return r;
+	mp_engine__drops(d->engine, drops, MP_DROP__MAX);
+	for (unsigned int i = 0; i < MP_STAT__MAX && n < max; i++, n++) {
+		names[n] = mp_stat__name(i);
+		values[n] = bpf[i];
+	}
+	for (unsigned int i = 0; i < MP_DROP__MAX && n < max; i++, n++) {
+		names[n] = mp_engine_drop__name(i);
+		values[n] = drops[i];
+	}
+	return (int)n;
 }
 
 static struct json_object *manifest_json(struct memprofd *d, struct svc_profile *sp)
@@ -461,8 +458,10 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 	enum mp_profile_state st = mp_profile__state(sp->p);
 	struct json_object *root = json_object_new_object(), *set, *procs, *stats;
 	struct mp_proc_stats *ps = NULL;
-	uint64_t counters[MP_STAT__MAX];
+	uint64_t counters[SVC_MAX_COUNTERS];
+	const char *names[SVC_MAX_COUNTERS];
 	size_t n;
+	int nc;
 
 	json_object_object_add(root, "id", json_object_new_int64(sp->id));
 	json_object_object_add(root, "state", json_object_new_string(svc_state_name(st)));
@@ -506,7 +505,17 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 					       json_object_new_double(ps[i].est_alloc_bytes));
 			json_object_object_add(pj, "est_live_bytes",
 					       json_object_new_double(ps[i].est_live_bytes));
+			json_object_object_add(pj, "live_nsamples",
+					       json_object_new_uint64(ps[i].live_nsamples));
+			json_object_object_add(pj, "est_alloc_se_bytes", json_object_new_double(
+					       mp_estimate_se_bytes(o->rate, ps[i].nsamples)));
+			json_object_object_add(pj, "est_live_se_bytes", json_object_new_double(
+					       mp_estimate_se_bytes(o->rate, ps[i].live_nsamples)));
 			json_object_object_add(pj, "drops", json_object_new_uint64(ps[i].drops));
+			json_object_object_add(pj, "unmatched_frees",
+					       json_object_new_uint64(ps[i].unmatched_frees));
+			json_object_object_add(pj, "truncated_stacks",
+					       json_object_new_uint64(ps[i].truncated_stacks));
 			json_object_object_add(pj, "trace", ps[i].trace_path ?
 					       json_object_new_string(ps[i].trace_path) : NULL);
 			json_object_array_add(procs, pj);
@@ -515,11 +524,11 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 	}
 	json_object_object_add(root, "processes", procs);
 
-	if (mp_engine__stats(d->engine, counters, MP_STAT__MAX) >= 0) {
+	nc = svc_counters(d, names, counters, SVC_MAX_COUNTERS);
+	if (nc >= 0) {
 		stats = json_object_new_object();
-		for (unsigned int i = 0; i < MP_STAT__MAX; i++)
-			json_object_object_add(stats, svc_stat_name(i),
-					       json_object_new_uint64(counters[i]));
+		for (int i = 0; i < nc; i++)
+			json_object_object_add(stats, names[i], json_object_new_uint64(counters[i]));
 		json_object_object_add(root, "engine_stats", stats);
 	}
 	return root;

@@ -251,7 +251,18 @@ struct module {
 	GElf_Addr bias;			/* dwfl module address - ELF vaddr */
 	bool dwfl_failed;
 	struct hmap cu_index;		/* CU DIE offset + 1 -> struct cu_index */
+	/* Function symbols sorted by address (built on the first symbol lookup: libdwfl's
+	 * dwfl_module_addrinfo() searches linearly); names point into the session's ELF. */
+	struct sym_ent *syms;
+	size_t nsyms;
+	bool syms_built;
 	struct module *lru_prev, *lru_next;	/* all modules, most recent first */
+};
+
+struct sym_ent {
+	GElf_Addr start, end;		/* module addresses (bias applied); end == start: unsized */
+	const char *name;
+	unsigned int rank;		/* 0 global, 1 weak, 2 local: the preferred alias first */
 };
 
 struct mp_symbolizer {
@@ -442,6 +453,10 @@ static void cu_indexes_free(struct module *m);
 static void module_unload(struct mp_symbolizer *s, struct module *m)
 {
 	cu_indexes_free(m);
+	free(m->syms);
+	m->syms = NULL;
+	m->nsyms = 0;
+	m->syms_built = false;
 	if (m->dwfl) {
 		dwfl_end(m->dwfl);
 		m->dwfl = NULL;
@@ -981,6 +996,77 @@ static struct result *result_new(struct mp_symbolizer *s, const struct memprof_l
 	return r;
 }
 
+static int sym_cmp(const void *a, const void *b)
+{
+	const struct sym_ent *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return x->end > y->end ? -1 : x->end < y->end;	/* sized before unsized */
+}
+
+static void syms_build(struct module *m)
+{
+	int n = dwfl_module_getsymtab(m->dmod);
+
+	m->syms_built = true;
+	if (n <= 1)
+		return;
+	m->syms = calloc((size_t)n, sizeof(*m->syms));
+	if (!m->syms)
+		return;
+	for (int i = 1; i < n; i++) {
+		GElf_Addr addr;
+		GElf_Sym sym;
+		const char *name = dwfl_module_getsym_info(m->dmod, i, &sym, &addr, NULL, NULL,
+							   NULL);
+		int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
+
+		if (!name || !name[0] || sym.st_shndx == SHN_UNDEF ||
+		    (type != STT_FUNC && type != STT_GNU_IFUNC))
+			continue;
+		m->syms[m->nsyms++] = (struct sym_ent){
+			.start = addr, .end = addr + sym.st_size, .name = name,
+			.rank = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2,
+		};
+	}
+	qsort(m->syms, m->nsyms, sizeof(*m->syms), sym_cmp);
+}
+
+/* The function symbol containing @a (a sized one, else the unsized one just below), or NULL. */
+static const char *syms_lookup(struct module *m, GElf_Addr a)
+{
+	size_t lo = 0, hi, i;
+
+	if (!m->syms_built)
+		syms_build(m);
+	hi = m->nsyms;
+	while (lo < hi) {	/* first entry with start > a */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->syms[mid].start <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	i = lo - 1;
+	while (i > 0 && m->syms[i - 1].start == m->syms[i].start)
+		i--;		/* the preferred of the aliases at that address */
+	if (m->syms[i].end == m->syms[i].start || a < m->syms[i].end)
+		return m->syms[i].name;
+	/* past its end: an enclosing sized symbol just below (rare), within a few entries */
+	for (size_t k = 0; k < 8 && i > 0; k++) {
+		i--;
+		if (m->syms[i].end > a)
+			return m->syms[i].name;
+	}
+	return NULL;
+}
+
 /*
  * Names come from DWARF when there is some (the DIEs of the function and its inlined callees);
  * the ELF symbol tables (.symtab of the object or its debug file, .dynsym, MiniDebugInfo) are
@@ -1003,7 +1089,13 @@ static struct result *lookup_module(struct mp_symbolizer *s, struct module *m, u
 	b.locs[0] = (struct memprof_location){ .filename = m->base };
 	if (module_load(s, m) == 0) {
 		a = vaddr + m->bias;
-		line = dwfl_module_getsrc(m->dmod, a);
+		/* libdwfl gives an address in a gap between a CU's ranges (code of an object
+		 * without debug info linked in, e.g. crt1.o's _start) to the preceding CU, and
+		 * the line of its last row: only a CU that covers the address is asked. */
+		cudie = dwfl_module_addrdie(m->dmod, a, &dbias);
+		if (cudie && dwarf_haspc(cudie, a - dbias) <= 0)
+			cudie = NULL;
+		line = cudie ? dwfl_module_getsrc(m->dmod, a) : NULL;
 		if (line) {
 			int lineno = 0, col = 0;
 			const char *file = dwfl_lineinfo(line, NULL, &lineno, &col, NULL, NULL);
@@ -1016,7 +1108,6 @@ static struct result *lookup_module(struct mp_symbolizer *s, struct module *m, u
 				dwarf = true;
 			}
 		}
-		cudie = dwfl_module_addrdie(m->dmod, a, &dbias);
 		if (cudie) {
 			add_inlines(s, m, &b, cudie, a - dbias);
 			dwarf = true;
@@ -1028,10 +1119,7 @@ static struct result *lookup_module(struct mp_symbolizer *s, struct module *m, u
 		if (b.locs[i].defname)
 			continue;
 		if (!symtab && m->dmod) {
-			GElf_Off off;
-			GElf_Sym sym;
-			const char *sn = dwfl_module_addrinfo(m->dmod, a, &off, &sym, NULL, NULL,
-							      NULL);
+			const char *sn = syms_lookup(m, a);
 
 			symname = sn ? intern_symbol(s, sn) : NULL;
 			symtab = true;

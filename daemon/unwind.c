@@ -14,12 +14,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <gelf.h>
+#include <libelf.h>
 
 #include "daemon/unwind.h"
 
@@ -49,8 +53,20 @@ struct request {
 	bool truncated;
 };
 
+/* Objects judged by mp_unwinder__frame_pointers(): open addressing on the key's hash. */
+#define JUDGE_SLOTS		8192	/* power of two */
+#define JUDGE_MAX		4096	/* entries before the table is cleared */
+#define JUDGE_SAMPLES		256	/* addresses looked at per object */
+
+struct judgement {
+	char *key;			/* build-id, or "path:" + path; NULL = free slot */
+	bool keeps_fp;
+};
+
 struct mp_unwinder {
 	struct mp_symbolizer *s;
+	struct judgement *judged;	/* JUDGE_SLOTS, allocated on first use */
+	unsigned int njudged;
 	struct mp_unwinder_opts opts;
 	Dwfl_Callbacks cbs;
 	char *debuginfo_path;
@@ -364,11 +380,166 @@ again:
 	else if (r || !se->dwfl)
 		u->st.failed++;
 	u->st.last_stack_used = rq.max_used;
+	u->st.last_out_of_window = !rq.truncated && rq.out_of_window;
 	if (rq.max_used > u->st.max_stack_used)
 		u->st.max_stack_used = rq.max_used;
 	u->st.frames += rq.n;
 	*nframes = rq.n;
 	return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Frame-pointer judgement
+ */
+
+/* The CFA rule's register at ELF address @addr, or -1 if no CFI covers it or it is no
+ * register + offset rule. */
+static int cfa_register(Dwarf_CFI *cfi, Dwarf_Addr addr)
+{
+	Dwarf_Frame *frame = NULL;
+	Dwarf_Op *ops;
+	size_t nops;
+	int reg = -1;
+
+	if (dwarf_cfi_addrframe(cfi, addr, &frame) != 0)
+		return -1;
+	if (dwarf_frame_cfa(frame, &ops, &nops) == 0 && nops >= 1) {
+		if (ops[0].atom == DW_OP_bregx)
+			reg = (int)ops[0].number;
+		else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31)
+			reg = ops[0].atom - DW_OP_breg0;
+	}
+	free(frame);
+	return reg;
+}
+
+/* Judge the object open at @fd (see mp_unwinder__frame_pointers()). */
+static bool judge_object(int fd)
+{
+	uint64_t total = 0, at, covered = 0, rbp = 0;
+	Dwarf_CFI *cfi = NULL;
+	Dwarf *dw = NULL;
+	Elf_Scn *scn = NULL;
+	bool keeps = true;
+	Elf *elf;
+
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf)
+		return true;
+	cfi = dwarf_getcfi_elf(elf);	/* .eh_frame */
+	if (!cfi) {
+		dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);	/* .debug_frame */
+		cfi = dw ? dwarf_getcfi(dw) : NULL;
+	}
+	if (!cfi)
+		goto out;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS &&
+		    (sh.sh_flags & SHF_EXECINSTR))
+			total += sh.sh_size;
+	}
+	/* JUDGE_SAMPLES addresses evenly spread over the executable sections */
+	for (unsigned int i = 0; total && i < JUDGE_SAMPLES; i++) {
+		uint64_t want = total * (2 * i + 1) / (2 * JUDGE_SAMPLES);
+		int reg = -1;
+
+		at = 0;
+		scn = NULL;
+		while ((scn = elf_nextscn(elf, scn))) {
+			GElf_Shdr sh;
+
+			if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+			    !(sh.sh_flags & SHF_EXECINSTR))
+				continue;
+			if (want < at + sh.sh_size) {
+				reg = cfa_register(cfi, sh.sh_addr + (want - at));
+				break;
+			}
+			at += sh.sh_size;
+		}
+		if (reg < 0)
+			continue;
+		covered++;
+		if (reg == DWARF_RBP)
+			rbp++;
+	}
+	if (covered)
+		keeps = 2 * rbp >= covered;
+out:
+	if (dw)
+		dwarf_end(dw);
+	else if (cfi)
+		dwarf_cfi_end(cfi);
+	elf_end(elf);
+	return keeps;
+}
+
+static uint64_t judge_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;	/* FNV-1a */
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static void judge_clear(struct mp_unwinder *u)
+{
+	for (unsigned int i = 0; i < JUDGE_SLOTS; i++) {
+		free(u->judged[i].key);
+		u->judged[i].key = NULL;
+	}
+	u->njudged = 0;
+}
+
+int mp_unwinder__frame_pointers(struct mp_unwinder *u, pid_t pid, uint64_t addr)
+{
+	struct mp_mapping_info mi;
+	char keybuf[4200];
+	const char *key;
+	unsigned int i;
+	int r;
+
+	r = mp_symbolizer__mapping(u->s, pid, addr, &mi);
+	if (r == -ENOENT)
+		return 0;
+	if (r)
+		return r;
+	if (mi.fd < 0)
+		return 1;
+	if (mi.build_id) {
+		key = mi.build_id;
+	} else {
+		snprintf(keybuf, sizeof(keybuf), "path:%s", mi.path);
+		key = keybuf;
+	}
+	if (!u->judged) {
+		u->judged = calloc(JUDGE_SLOTS, sizeof(*u->judged));
+		if (!u->judged)
+			return -ENOMEM;
+	}
+	for (i = judge_hash(key) & (JUDGE_SLOTS - 1); u->judged[i].key;
+	     i = (i + 1) & (JUDGE_SLOTS - 1))
+		if (!strcmp(u->judged[i].key, key))
+			return u->judged[i].keeps_fp;
+	if (u->njudged >= JUDGE_MAX) {
+		judge_clear(u);
+		u->st.judge_cache_resets++;
+		for (i = judge_hash(key) & (JUDGE_SLOTS - 1); u->judged[i].key;
+		     i = (i + 1) & (JUDGE_SLOTS - 1))
+			;
+	}
+	u->judged[i].key = strdup(key);
+	if (!u->judged[i].key)
+		return -ENOMEM;
+	u->judged[i].keeps_fp = judge_object(mi.fd);
+	u->njudged++;
+	u->st.objects_judged++;
+	if (!u->judged[i].keeps_fp)
+		u->st.objects_without_fp++;
+	return u->judged[i].keeps_fp;
 }
 
 void mp_unwinder__forget(struct mp_unwinder *u, pid_t pid)
@@ -407,6 +578,7 @@ struct mp_unwinder *mp_unwinder__new(struct mp_symbolizer *s, const struct mp_un
 	u->opts.sz = sizeof(u->opts);
 	if (!u->opts.max_sessions)
 		u->opts.max_sessions = 64;
+	elf_version(EV_CURRENT);
 	u->cbs.find_elf = dwfl_build_id_find_elf;
 	u->cbs.find_debuginfo = mp_find_debuginfo;
 	u->cbs.section_address = dwfl_offline_section_address;
@@ -420,5 +592,9 @@ void mp_unwinder__free(struct mp_unwinder *u)
 		return;
 	while (u->head)
 		session_free(u, u->head);
+	if (u->judged) {
+		judge_clear(u);
+		free(u->judged);
+	}
 	free(u);
 }

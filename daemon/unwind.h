@@ -48,6 +48,20 @@ int mp_unwinder__unwind(struct mp_unwinder *u, pid_t pid, const struct mp_regs *
 			const void *stack, size_t stack_len, uint64_t *frames, unsigned int max,
 			unsigned int *nframes);
 
+/*
+ * Does the code at @addr in @pid keep frame pointers, i.e. is a frame-pointer walk through a
+ * frame of that code trustworthy? Judged once per object (by build-id, else path) from its
+ * CFI: at 256 addresses spread over its executable sections, is the CFA defined from rbp (code
+ * built with frame pointers: everywhere but the first and last instructions of a function) or
+ * from rsp (without: everywhere but functions that realign the stack or use alloca)? The
+ * object keeps frame pointers when at least half of the covered addresses use rbp.
+ * Returns 1 (keeps them; also for code without CFI, which DWARF unwinding walks with frame
+ * pointers too, and anonymous or unopenable code), 0 (does not; also for an address in no
+ * executable mapping, which a frame-pointer walk only finds by reading garbage), or -errno
+ * (-ESRCH: @pid gone and never seen).
+ */
+int mp_unwinder__frame_pointers(struct mp_unwinder *u, pid_t pid, uint64_t addr);
+
 /* Drop @pid's session (exec, exit: with mp_symbolizer__forget). */
 void mp_unwinder__forget(struct mp_unwinder *u, pid_t pid);
 
@@ -63,6 +77,11 @@ struct mp_unwinder_stats {
 	uint64_t sessions_evicted;
 	uint64_t max_stack_used;	/* most bytes above sp any unwind needed */
 	uint64_t last_stack_used;	/* bytes above sp the last unwind read */
+	/* Added: */
+	uint64_t objects_judged;	/* objects judged by mp_unwinder__frame_pointers() */
+	uint64_t objects_without_fp;	/* ... that do not keep frame pointers */
+	uint64_t judge_cache_resets;	/* judgement cache cleared at its limit (4096) */
+	uint64_t last_out_of_window;	/* 1: the last unwind stopped at the window's end */
 };
 
 void mp_unwinder__stats(const struct mp_unwinder *u, struct mp_unwinder_stats *out);

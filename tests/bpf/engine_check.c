@@ -271,7 +271,11 @@ static void test_duration_and_fd(void)
 	ASSERT_OK(mp_profile__discard(p), "discard");
 	ASSERT_OK(read_trace(path, &allocs, &collects), "read the fd's trace");
 	ASSERT_EQ(allocs, stats_of(p).samples, "fd trace: allocs");
-	ASSERT_TRUE(mp_engine__next_profile(eng, NULL) != NULL, "profiles listed");
+	ASSERT_TRUE(mp_engine__next_profile(eng, NULL) == p, "newest profile listed first");
+	ASSERT_OK(mp_engine__forget(eng, p), "forget a discarded profile");
+	ASSERT_TRUE(mp_engine__next_profile(eng, NULL) == pb, "forgotten profile unlisted");
+	ASSERT_EQ(mp_engine__forget(eng, pb) == 0, 1, "forget B");
+	ASSERT_TRUE(mp_engine__profile(eng, 2) == NULL, "B gone");
 }
 
 static void test_stats(void)
@@ -283,6 +287,8 @@ static void test_stats(void)
 	ASSERT_EQ(mp_engine__drops(eng, drops, MP_DROP__MAX), MP_DROP__MAX, "drops");
 	ASSERT_EQ(drops[MP_DROP_UNMATCHED_FREE], 0, "no unmatched free");
 	ASSERT_EQ(drops[MP_DROP_STALE], 0, "no stale block");
+	/* every exit arrived as an event before its pidfd said so */
+	ASSERT_EQ(drops[MP_DROP_LOST_EXIT], 0, "no exit completed by pidfd");
 }
 
 int main(int argc, char **argv)

@@ -837,9 +837,16 @@ int main(int argc, char **argv)
 		struct mp_bpf_counters c;
 
 		mp_bpf__counters(B, &c);
-		printf("# probes: %s\n", c.uprobe_multi ? "uprobe_multi links" : "perf-event uprobes");
+		printf("# probes: %s\n", c.uprobe_session ? "uprobe session links" :
+		       c.uprobe_multi ? "uprobe_multi links" : "perf-event uprobes");
+		printf("# probe cost: %" PRIu64 " ns per entry, %" PRIu64 " ns per return (%s)\n",
+		       c.entry_cost_ns, c.return_cost_ns, c.cost_calibrated ? "calibrated" : "default");
 		if (getenv("MP_BPF_NO_UPROBE_MULTI"))
 			check(!c.uprobe_multi, "perf-mode", "uprobe_multi used although disabled");
+		if (getenv("MP_BPF_NO_SESSION"))
+			check(!c.uprobe_session, "no-session-mode", "sessions used although disabled");
+		if (getenv("MP_EXPECT_SESSION") && !getenv("MP_BPF_NO_UPROBE_MULTI"))
+			check(c.uprobe_session, "session-mode", "uprobe sessions not used");
 	}
 	if (!strcmp(scenario, "basic"))
 		ret = scenario_basic();

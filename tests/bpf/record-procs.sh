@@ -13,14 +13,16 @@ ok "fork: child trace $T/fork.ctf.$child exists" [ -n "$child" -a -f "$T/fork.ct
 "$CHECK" sites "$T/fork.ctf.$child" "$T/fork.out" wl_site_child
 ok "fork: the parent's trace has no child allocation" \
 	bash -c "! '$CHECK' info '$T/fork.ctf' | grep -q '^site wl_site_child'"
-ok "fork: the child's trace is of pid $child" grep -qx "pid $child" <("$CHECK" info "$T/fork.ctf.$child")
+ok "fork: the child's trace is of pid $child" \
+	grep -qx "pid $child" <("$CHECK" info "$T/fork.ctf.$child")
 
 # --no-follow-forks: no trace for the child
 WL_SETTLE_MS=0 record nofollow --no-follow-forks -r 1e-4 -o "$T/nofollow.ctf" -- "$WL/wl_alloc" fork
 child=$(sed -n 's/^CHILD //p' "$T/nofollow.out")
 ok "--no-follow-forks: exit status 0" [ "$rc" -eq 0 ]
 ok "--no-follow-forks: no child trace" [ -n "$child" -a ! -e "$T/nofollow.ctf.$child" ]
-ok "--no-follow-forks: parent traced" grep -q '^site wl_site_parent' <("$CHECK" info "$T/nofollow.ctf")
+ok "--no-follow-forks: parent traced" \
+	grep -q '^site wl_site_parent' <("$CHECK" info "$T/nofollow.ctf")
 
 # exec: blocks of the old image are collected at exec; the new image goes on in the same trace.
 WL_SETTLE_MS=1000 record exec -r 1e-4 -o "$T/exec.ctf" -- "$WL/wl_alloc" exec
@@ -39,7 +41,8 @@ wait $ctl
 rc=$?
 sed 's/^/    [kill] /' "$T/kill.err"
 ok "SIGKILL: exit status 137" [ "$rc" -eq 137 ]
-ok "SIGKILL: samples in the trace" grep -Eq '^site wl_site_spin allocs=[1-9]' <("$CHECK" info "$T/kill.ctf")
+ok "SIGKILL: samples in the trace" \
+	grep -Eq '^site wl_site_spin allocs=[1-9]' <("$CHECK" info "$T/kill.ctf")
 ok "SIGKILL: trace completed (drops recorded)" grep -q "table_full=0" <(context_of "$T/kill.ctf")
 
 # A signal to memprofctl goes to CMD; we end with its status.

@@ -137,8 +137,8 @@ static int load(const char *path, struct trace *t)
 			int si = site_index(t, name);
 
 			if (ev.id != t->nobjs) {
-				fprintf(stderr, "trace_check: %s: alloc id %" PRIu64 ", expected %zu\n",
-					path, ev.id, t->nobjs);
+				fprintf(stderr, "trace_check: %s: alloc id %" PRIu64
+					", expected %zu\n", path, ev.id, t->nobjs);
 				res = -1;
 				goto out;
 			}
@@ -153,7 +153,8 @@ static int load(const char *path, struct trace *t)
 				t->objs = realloc(t->objs, t->cap * sizeof(*t->objs));
 			}
 			o2 = &t->objs[t->nobjs++];
-			*o2 = (struct obj){ .length = ev.length, .nsamples = ev.nsamples, .site = si };
+			*o2 = (struct obj){ .length = ev.length, .nsamples = ev.nsamples,
+					    .site = si };
 			t->sites[si].allocs++;
 			t->sites[si].nsamples += ev.nsamples;
 			t->sites[si].live_nsamples += ev.nsamples;
@@ -165,8 +166,8 @@ static int load(const char *path, struct trace *t)
 			struct obj *o2;
 
 			if (ev.id >= t->nobjs || t->objs[ev.id].collected) {
-				fprintf(stderr, "trace_check: %s: bad collect of id %" PRIu64 "\n", path,
-					ev.id);
+				fprintf(stderr, "trace_check: %s: bad collect of id %" PRIu64 "\n",
+					path, ev.id);
 				res = -1;
 				goto out;
 			}
@@ -317,8 +318,8 @@ static int cmd_hist(const char *path, const char *site, uint64_t blocks, uint64_
 		if (t.objs[i].site != idx)
 			continue;
 		if (t.objs[i].length != (size + 7) / 8) {
-			result(false, "%s: alloc %zu has length %" PRIu64 ", expected %" PRIu64, site,
-			       i, t.objs[i].length, (size + 7) / 8);
+			result(false, "%s: alloc %zu has length %" PRIu64 ", expected %" PRIu64,
+			       site, i, t.objs[i].length, (size + 7) / 8);
 			return 1;
 		}
 		hist[n < LEN - 1 ? n : LEN - 1]++;

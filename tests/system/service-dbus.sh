@@ -55,7 +55,7 @@ check "busctl: the profile's properties" \
 	eval "[ \"\$(tr '\n' ' ' < $MP_TMP/props)\" = 's \"sampling\" d 0.01 u 16 b false u 0 ' ]"
 check "busctl: Processes has per-process samples" wait_until 10 eval \
 	"\"\${BC[@]}\" get-property org.memprofd $PP org.memprofd.Profile1 Processes | \
-	 grep -Eq '^a\(usbtttddts\) 1 $W2 \"svc_phases\" false [1-9]'"
+	 grep -Eq '^a\(usbttttddts\) 1 $W2 \"svc_phases\" false [1-9]'"
 check "busctl: Stop on the profile object" \
 	"${BC[@]}" call org.memprofd "$PP" org.memprofd.Profile1 Stop
 check "busctl: State follows" eval "\"\${BC[@]}\" get-property org.memprofd $PP \

@@ -45,6 +45,17 @@ check "STATUS= reaches systemd" eval 'ncx systemctl show -p StatusText --value m
 check "the journal has memprofd's notice (log level parsed)" eval \
 	'ncx journalctl -u memprofd -p notice --no-pager -o cat | grep -q "memprofd .* ready"'
 
+# The unit also registers org.memprofd on the system bus (policy from make install).
+if ncx test -S /run/dbus/system_bus_socket; then
+	check "org.memprofd on the container's system bus (busctl --system)" eval \
+		"ncx busctl --system introspect org.memprofd /org/memprofd | grep -q '^\.ListProfiles'"
+	check "  ... callable by any user (policy)" timeout 60 nsenter -t "$NSPAWN_PID1" -a \
+		systemd-run --wait --pipe -q -p User=nobody busctl --system call org.memprofd \
+		/org/memprofd org.memprofd.Manager1 ListProfiles
+else
+	echo "SKIP: no system bus in the container (dbus not installed)"
+fi
+
 # A workload as a transient unit of the container, its output in a file we can read.
 ncx systemd-run --unit=svcwl -q -p StandardOutput=file:/run/svcwl.out \
 	/usr/local/libexec/memprofd-tests/svc_phases 2000 4000

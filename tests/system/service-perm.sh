@@ -70,4 +70,22 @@ check "a trace to the client's file is written and belongs to the client" \
 as_nobody attach -o /etc/memprofd-test.ctf "$N2" 2> "$MP_TMP/err"
 check "a client cannot make memprofd write where it may not" \
 	eval "[ ! -e /etc/memprofd-test.ctf ] && grep -q \"Failed to open '/etc/memprofd-test.ctf'\" $MP_TMP/err"
+
+# MaxClients: one user holds at most a quarter of the connections; root always gets in.
+printf 'MaxClients=4\n' > "$MP_TMP/memprofd.conf"
+kill -HUP "$DPID"
+wait_until 5 grep -q 'MaxClients=4' "$MP_TMP/memprofd.log"
+N3=$(phases_start "${NOBODY[@]}" -- 10 10)
+"${NOBODY[@]}" "$MEMPROFCTL" --socket "$SOCK" attach --wait "$N3" > "$MP_TMP/held.out" 2>&1 &
+HELD=$!
+wait_until 5 eval "ctl list | grep -q ' $N3\$'"
+as_nobody list > /dev/null 2> "$MP_TMP/err"
+check "a user over its share of MaxClients is refused (exit 1)" [ $? = 1 ]
+check "  ... with one line" eval "[ \$(wc -l < $MP_TMP/err) = 1 ] && grep -q 'closed the connection' $MP_TMP/err || { cat $MP_TMP/err; false; }"
+check "  ... while root still gets in" eval "ctl list > /dev/null"
+check "  ... and the refusal is counted" eval "ctl status | grep -q 'connected, 1 refused'"
+ctl stop "$(ctl list | awk -v p="$N3" '$NF == p {print $1}')" > /dev/null
+wait "$HELD"
+check "attach --wait ends when its profile is stopped, and discards it" \
+	grep -q '^Profile [0-9]*: discarded' "$MP_TMP/held.out"
 exit $((FAILS > 0))

@@ -501,6 +501,84 @@ static bool can_ptrace_children(void)
 	return r == 0;
 }
 
+/* Start of @pid's first executable mapping of a path ending in @suffix, or 0. */
+static uint64_t exec_mapping(pid_t pid, const char *suffix)
+{
+	char path[64], line[4200], perms[8], file[4096];
+	unsigned long long lo, hi;
+	uint64_t r = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	while (f && !r && fgets(line, sizeof(line), f)) {
+		size_t n;
+
+		file[0] = '\0';
+		if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %4095s", &lo, &hi, perms, file) < 3)
+			continue;
+		n = strlen(file);
+		if (perms[2] == 'x' && n >= strlen(suffix) &&
+		    !strcmp(file + n - strlen(suffix), suffix))
+			r = lo + (hi - lo) / 2;
+	}
+	if (f)
+		fclose(f);
+	return r;
+}
+
+/*
+ * AUTO's judgement (mp_unwinder__frame_pointers): this test program is built with frame
+ * pointers (the Makefile's BASE_CFLAGS); Debian's libc and python3 are not; an address in no
+ * mapping is what a frame-pointer walk through code without them finds.
+ */
+static void test_fp_judgement(void)
+{
+	struct mp_symbolizer *s = mp_symbolizer__new();
+	struct mp_unwinder *u = mp_unwinder__new(s, NULL);
+	struct mp_unwinder_stats st;
+	uint64_t libc = exec_mapping(getpid(), "/libc.so.6"), py;
+	int pipefd[2], status;
+	pid_t pid;
+	char c;
+
+	if (!ASSERT_TRUE(s && u, "new"))
+		goto out;
+	ASSERT_EQ(mp_unwinder__frame_pointers(u, getpid(), (uint64_t)(uintptr_t)test_cfi), 1,
+		  "this program keeps frame pointers");
+	ASSERT_TRUE(libc != 0, "libc mapped");
+	ASSERT_EQ(mp_unwinder__frame_pointers(u, getpid(), libc), 0, "libc does not");
+	ASSERT_EQ(mp_unwinder__frame_pointers(u, getpid(), 0x10), 0, "no mapping: untrusted");
+	ASSERT_EQ(mp_unwinder__frame_pointers(u, getpid(), libc), 0, "libc again (cached)");
+	mp_unwinder__stats(u, &st);
+	ASSERT_EQ(st.objects_judged, 2, "each object judged once");
+	ASSERT_EQ(st.objects_without_fp, 1, "one without frame pointers");
+	if (access("/usr/bin/python3", X_OK) || pipe(pipefd))
+		goto out;
+	pid = fork();
+	if (pid == 0) {
+		dup2(pipefd[1], 1);
+		close(pipefd[0]);
+		execl("/usr/bin/python3", "python3", "-c",
+		      "import sys, time; print('x', flush=True); time.sleep(10)", (char *)NULL);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	if (ASSERT_TRUE(read(pipefd[0], &c, 1) == 1, "python started")) {
+		py = exec_mapping(pid, "/python3.11");
+		if (!py)
+			py = exec_mapping(pid, "/python3");
+		ASSERT_TRUE(py != 0, "python3 mapped");
+		ASSERT_EQ(mp_unwinder__frame_pointers(u, pid, py), 0, "python3 does not");
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	close(pipefd[0]);
+out:
+	mp_unwinder__free(u);
+	mp_symbolizer__free(s);
+}
+
 int main(void)
 {
 	mp_uw.stack = malloc(STACK_COPY);
@@ -509,6 +587,7 @@ int main(void)
 	RUN(test_cfi);
 	RUN(test_frame_pointers);
 	RUN(test_short_window);
+	RUN(test_fp_judgement);
 	if (access("/usr/bin/python3", X_OK) || !can_ptrace_children()) {
 		printf("SKIP: test_python (needs /usr/bin/python3 and ptrace)\n");
 		printf("SKIP: test_python_malloc (needs /usr/bin/python3 and ptrace)\n");

@@ -494,7 +494,7 @@ int main(int argc, char **argv)
 		return run_ctl();
 	if (!strcmp(mode, "spin") && argc == 3)
 		return run_spin(argv[2]);
-	fprintf(stderr, "usage: wl_alloc equal N SIZE [K] | sites [SCALE] | threads T N SIZE | fork | "
-		"exec | deep | spin FILE\n");
+	fprintf(stderr, "usage: wl_alloc equal N SIZE [K] | sites [SCALE] | threads T N SIZE | "
+		"fork | exec | deep | ctl | spin FILE\n");
 	return 2;
 }

@@ -139,3 +139,4 @@ bench-preload: $(B)/bench/preload_bench $(PL_LIB)
 	$(Q)BENCH_BUILD=$(abspath $(B)) bench/preload-bench.sh
 
 bench: bench-preload
+include userspace-lib/preload/fast.mk

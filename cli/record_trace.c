@@ -1,0 +1,554 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Following CMD's process tree exactly, for `memprofctl record`.
+ *
+ * Pid-filtered uprobes do not fire in a forked child, and the loader can only attach the
+ * child's own once the FORK record is read: a short-lived child allocates before that. So the
+ * tree stays under ptrace, seized with PTRACE_O_TRACEFORK | TRACEVFORK | TRACECLONE | TRACEEXEC:
+ *
+ *  - fork/vfork (and clone of a new process): the parent stops at the event, the child starts
+ *    in a PTRACE_EVENT_STOP before its first instruction (the two stops come in either order).
+ *    mp_engine__sync_pid() reads the FORK record (the engine creates the child's trace) and
+ *    attaches the child's probes; only then both run. A child no profile follows is detached.
+ *    A vfork parent is let go at once too: it stays blocked in the kernel until the child execs.
+ *  - exec: the process stops at PTRACE_EVENT_EXEC; it is run to the dynamic linker's consistent
+ *    link map (record_run_to_link_map(): every DT_NEEDED library mapped, no constructor run),
+ *    mp_engine__sync_pid() reads the EXEC record and attaches the new libraries, then it runs.
+ *  - threads: share the mm, so the probes cover them; they are traced (TRACECLONE) only because
+ *    ptrace options are per task: a fork or exec made by an untraced thread would not stop.
+ *    A new thread is let go at its first stop.
+ *  - signals: a signal-delivery-stop re-injects the signal; a group-stop (SIGSTOP, SIGTSTP,
+ *    SIGTTIN, SIGTTOU) is held with PTRACE_LISTEN, so job control behaves as without us.
+ *  - exits: every traced task's exit is waited for here first (we are its tracer), which hands
+ *    it back to its real parent; CMD's own status ends the loop.
+ *
+ * The loop blocks in poll() on a signalfd (SIGCHLD and the forwarded signals) and the engine's
+ * fd; waitpid(WNOHANG) drains stops when SIGCHLD arrives. Stops happen only at fork, exec,
+ * thread creation and signals, never per allocation.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/signalfd.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/record_trace.h"
+#include "daemon/engine.h"
+
+#define PFX "memprofctl record: "
+
+enum task_state {
+	TK_RUNNING,
+	TK_NEW_STOPPED,	/* in its initial stop; its creator's event not seen yet */
+	TK_AWAIT_STOP,	/* creator's event handled: let it run at its initial stop */
+	TK_AWAIT_DETACH, /* not followed: detach it at its initial stop */
+};
+
+struct task {
+	pid_t tid;
+	enum task_state st;
+};
+
+struct rtrace {
+	struct mp_engine *e;
+	pid_t root;
+	bool follow_forks;
+	bool root_done;
+	int root_status;
+	struct task *tasks;
+	size_t ntasks, cap;
+	struct record_trace_stats *stats;
+};
+
+/* ---- primitives ---- */
+
+static int wait_task(pid_t pid, int *st)
+{
+	for (;;) {
+		pid_t r = waitpid(pid, st, __WALL);
+
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+static unsigned int stop_event(int st)
+{
+	return (unsigned int)st >> 16;
+}
+
+static bool is_group_stop_sig(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+int record_trace__seize(pid_t pid, bool follow_forks)
+{
+	long opts = PTRACE_O_TRACEEXEC | PTRACE_O_TRACECLONE;
+
+	if (follow_forks)
+		opts |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
+	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)opts))
+		return -errno;
+	return 0;
+}
+
+int record_trace__wait_exec(pid_t pid, int *st)
+{
+	for (;;) {
+		int r = wait_task(pid, st), sig = 0;
+
+		if (r)
+			return r;
+		if (!WIFSTOPPED(*st))
+			return -ESRCH;
+		if (stop_event(*st) == PTRACE_EVENT_EXEC)
+			return 0;
+		if (stop_event(*st) == PTRACE_EVENT_STOP) {
+			if (is_group_stop_sig(WSTOPSIG(*st))) {
+				if (ptrace(PTRACE_LISTEN, pid, NULL, NULL))
+					return -errno;
+				continue;
+			}
+		} else if (!stop_event(*st)) {
+			sig = WSTOPSIG(*st);
+		}
+		if (ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig))
+			return -errno;
+	}
+}
+
+#if defined(__x86_64__)
+static int hwbp_set(pid_t pid, uint64_t addr)
+{
+	/* DR7: L0 (local enable of DR0), R/W0 = 00 (instruction execution), LEN0 = 00 */
+	if (addr && ptrace(PTRACE_POKEUSER, pid, (void *)offsetof(struct user, u_debugreg[0]),
+			   (void *)addr))
+		return -errno;
+	if (ptrace(PTRACE_POKEUSER, pid, (void *)offsetof(struct user, u_debugreg[7]),
+		   (void *)(long)(addr ? 1 : 0)))
+		return -errno;
+	return 0;
+}
+
+int record_trace__run_to(pid_t pid, uint64_t addr, uint64_t state_addr, int *st)
+{
+	int r, sig = 0;
+
+	r = hwbp_set(pid, addr);
+	if (r)
+		return r;
+	for (;;) {
+		struct user_regs_struct regs;
+		long dr6, state;
+
+		if (ptrace(PTRACE_CONT, pid, NULL, (void *)(long)sig)) {
+			r = -errno;
+			break;
+		}
+		sig = 0;
+		r = wait_task(pid, st);
+		if (r)
+			break;
+		if (!WIFSTOPPED(*st)) {
+			r = -ESRCH;
+			break;
+		}
+		if (stop_event(*st))
+			continue;	/* group-stop or interrupt: the link map comes first */
+		if (WSTOPSIG(*st) != SIGTRAP) {
+			sig = WSTOPSIG(*st);
+			continue;
+		}
+		errno = 0;
+		dr6 = ptrace(PTRACE_PEEKUSER, pid, (void *)offsetof(struct user, u_debugreg[6]),
+			     NULL);
+		if (errno) {
+			r = -errno;
+			break;
+		}
+		if (ptrace(PTRACE_GETREGS, pid, NULL, &regs)) {
+			r = -errno;
+			break;
+		}
+		if (!(dr6 & 1) || regs.rip != addr) {
+			sig = SIGTRAP;	/* not ours */
+			continue;
+		}
+		if (!state_addr) {
+			r = 0;
+			break;
+		}
+		errno = 0;
+		state = ptrace(PTRACE_PEEKDATA, pid, (void *)state_addr, NULL);
+		if (errno) {
+			r = -errno;
+			break;
+		}
+		if ((int)(state & 0xffffffff) == 0 /* RT_CONSISTENT */) {
+			r = 0;
+			break;
+		}
+		/* Not yet; the kernel set EFLAGS.RF, so the breakpoint does not fire again at
+		 * once on continuing. */
+	}
+	if (r != -ESRCH)
+		hwbp_set(pid, 0);
+	return r;
+}
+#else
+int record_trace__run_to(pid_t pid, uint64_t addr, uint64_t state_addr, int *st)
+{
+	(void)pid;
+	(void)addr;
+	(void)state_addr;
+	(void)st;
+	return -EOPNOTSUPP;
+}
+#endif
+
+/* ---- the task table ---- */
+
+static struct task *task_find(struct rtrace *t, pid_t tid)
+{
+	for (size_t i = 0; i < t->ntasks; i++)
+		if (t->tasks[i].tid == tid)
+			return &t->tasks[i];
+	return NULL;
+}
+
+static struct task *task_add(struct rtrace *t, pid_t tid, enum task_state st)
+{
+	struct task *k = task_find(t, tid);
+
+	if (k) {
+		k->st = st;
+		return k;
+	}
+	if (t->ntasks >= MP_RECORD_MAX_TASKS)
+		return NULL;
+	if (t->ntasks == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 64;
+		struct task *n = realloc(t->tasks, cap * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		t->tasks = n;
+		t->cap = cap;
+	}
+	k = &t->tasks[t->ntasks++];
+	k->tid = tid;
+	k->st = st;
+	return k;
+}
+
+static void task_del(struct rtrace *t, pid_t tid)
+{
+	struct task *k = task_find(t, tid);
+
+	if (k)
+		*k = t->tasks[--t->ntasks];
+}
+
+static void task_resume(struct rtrace *t, pid_t tid, int sig)
+{
+	/* ESRCH: killed meanwhile; its exit is reported next */
+	(void)t;
+	ptrace(PTRACE_CONT, tid, NULL, (void *)(long)sig);
+}
+
+static void task_detach(struct rtrace *t, pid_t tid, int sig)
+{
+	ptrace(PTRACE_DETACH, tid, NULL, (void *)(long)sig);
+	task_del(t, tid);
+}
+
+/* Thread group of @tid, from /proc (0 if gone). */
+static pid_t task_tgid(pid_t tid)
+{
+	char path[64], line[128];
+	pid_t tgid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid;
+}
+
+/* ---- events ---- */
+
+static void on_exit_status(struct rtrace *t, pid_t tid, int st)
+{
+	task_del(t, tid);
+	if (tid == t->root) {
+		t->root_done = true;
+		t->root_status = st;
+	}
+}
+
+/* @parent (stopped at its fork/vfork/clone event) created @child. */
+static void on_new_task(struct rtrace *t, pid_t parent, pid_t child, unsigned int ev)
+{
+	struct task *k = task_find(t, child);
+	bool thread = false, follow = true;
+	char err[512];
+	int r;
+
+	if (ev == PTRACE_EVENT_CLONE) {
+		pid_t tg = task_tgid(child);
+
+		thread = tg && tg == task_tgid(parent);
+	}
+	if (thread) {
+		t->stats->threads++;
+	} else {
+		t->stats->forks++;
+		r = mp_engine__sync_pid(t->e, child, err, sizeof(err));
+		if (r == 0) {
+			follow = false;
+			t->stats->unfollowed++;
+		} else if (r < 0 && r != -ESRCH) {
+			t->stats->attach_errors++;
+			fprintf(stderr, PFX "Failed to probe child %d of %d: %s\n", (int)child,
+				(int)parent, err[0] ? err : strerror(-r));
+		}
+	}
+	if (k && k->st == TK_NEW_STOPPED) {
+		if (follow) {
+			k->st = TK_RUNNING;
+			task_resume(t, child, 0);
+		} else {
+			task_detach(t, child, 0);
+		}
+	} else if (!task_add(t, child, follow ? TK_AWAIT_STOP : TK_AWAIT_DETACH)) {
+		/* untracked from now on: it must not stay stopped; its stop is still to come */
+		t->stats->lost++;
+		ptrace(PTRACE_DETACH, child, NULL, NULL);
+	}
+}
+
+static void on_exec(struct rtrace *t, pid_t pid)
+{
+	unsigned long former = 0;
+	char err[512];
+	int r, st;
+
+	t->stats->execs++;
+	/* a non-leader thread exec'd: it took over the leader's pid, its own tid is gone */
+	if (!ptrace(PTRACE_GETEVENTMSG, pid, NULL, &former) && (pid_t)former != pid)
+		task_del(t, (pid_t)former);
+	r = record_run_to_link_map(pid, &st);
+	if (r == -ESRCH) {
+		on_exit_status(t, pid, st);
+		return;
+	}
+	if (r)
+		fprintf(stderr, PFX "Failed to run process %d up to its dynamic linking after exec: "
+			"%s; its libraries are probed late\n", (int)pid, strerror(-r));
+	r = mp_engine__sync_pid(t->e, pid, err, sizeof(err));
+	if (r == 0) {
+		task_detach(t, pid, 0);	/* no profile holds it */
+		return;
+	}
+	if (r < 0 && r != -ESRCH && r != -ENOENT) {
+		t->stats->attach_errors++;
+		fprintf(stderr, PFX "Failed to probe process %d after exec: %s\n", (int)pid,
+			err[0] ? err : strerror(-r));
+	}
+	task_resume(t, pid, 0);
+}
+
+static void on_stop(struct rtrace *t, pid_t tid, int st)
+{
+	unsigned int ev = stop_event(st);
+	int sig = WSTOPSIG(st);
+	unsigned long msg = 0;
+	struct task *k = task_find(t, tid);
+
+	if (!k) {
+		/* a new task whose creator's event is still to come */
+		if (!task_add(t, tid, TK_NEW_STOPPED)) {
+			t->stats->lost++;
+			ptrace(PTRACE_DETACH, tid, NULL, NULL);
+		}
+		return;
+	}
+	switch (k->st) {
+	case TK_NEW_STOPPED:
+		return;	/* stays stopped until its creator's event */
+	case TK_AWAIT_STOP:
+		k->st = TK_RUNNING;
+		task_resume(t, tid, 0);
+		return;
+	case TK_AWAIT_DETACH:
+		task_detach(t, tid, 0);
+		return;
+	case TK_RUNNING:
+		break;
+	}
+	switch (ev) {
+	case PTRACE_EVENT_FORK:
+	case PTRACE_EVENT_VFORK:
+	case PTRACE_EVENT_CLONE:
+		if (!ptrace(PTRACE_GETEVENTMSG, tid, NULL, &msg) && msg)
+			on_new_task(t, tid, (pid_t)msg, ev);
+		task_resume(t, tid, 0);
+		break;
+	case PTRACE_EVENT_EXEC:
+		on_exec(t, tid);
+		break;
+	case PTRACE_EVENT_STOP:
+		if (is_group_stop_sig(sig))
+			ptrace(PTRACE_LISTEN, tid, NULL, NULL);
+		else
+			task_resume(t, tid, 0);
+		break;
+	case 0:
+		task_resume(t, tid, sig);	/* signal-delivery-stop: deliver it */
+		break;
+	default:
+		task_resume(t, tid, 0);
+		break;
+	}
+}
+
+static void on_wait(struct rtrace *t, pid_t tid, int st)
+{
+	if (WIFEXITED(st) || WIFSIGNALED(st))
+		on_exit_status(t, tid, st);
+	else if (WIFSTOPPED(st))
+		on_stop(t, tid, st);
+}
+
+/* Handle every pending wait status. Returns 0, or -ECHILD when nothing is left to wait for. */
+static int drain(struct rtrace *t)
+{
+	for (;;) {
+		int st;
+		pid_t r = waitpid(-1, &st, __WALL | WNOHANG);
+
+		if (r == 0)
+			return 0;
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		on_wait(t, r, st);
+	}
+}
+
+/* CMD is gone: let every task still traced go, with the signal it was about to get. */
+static void detach_all(struct rtrace *t)
+{
+	while (t->ntasks) {
+		struct task *k = &t->tasks[t->ntasks - 1];
+		pid_t tid = k->tid;
+		unsigned long msg = 0;
+		int st, sig = 0;
+
+		if (k->st == TK_NEW_STOPPED) {
+			task_detach(t, tid, 0);	/* stopped, its status consumed */
+			continue;
+		}
+		if (k->st == TK_RUNNING && ptrace(PTRACE_INTERRUPT, tid, NULL, NULL)) {
+			task_del(t, tid);	/* gone */
+			continue;
+		}
+		if (wait_task(tid, &st) || !WIFSTOPPED(st)) {
+			task_del(t, tid);
+			continue;
+		}
+		switch (stop_event(st)) {
+		case 0:
+			sig = WSTOPSIG(st);
+			break;
+		case PTRACE_EVENT_FORK:
+		case PTRACE_EVENT_VFORK:
+		case PTRACE_EVENT_CLONE:
+			/* its new child is traced too, and about to stop */
+			if (!ptrace(PTRACE_GETEVENTMSG, tid, NULL, &msg) && msg &&
+			    !task_find(t, (pid_t)msg))
+				task_add(t, (pid_t)msg, TK_AWAIT_DETACH);
+			break;
+		case PTRACE_EVENT_STOP:
+			if (is_group_stop_sig(WSTOPSIG(st)))
+				sig = WSTOPSIG(st);	/* stays stopped once detached */
+			break;
+		default:
+			break;
+		}
+		task_detach(t, tid, sig);
+	}
+}
+
+int record_trace__run(struct mp_engine *e, pid_t root, bool follow_forks, int sigfd,
+		      int *root_status, struct record_trace_stats *stats)
+{
+	struct rtrace t = { .e = e, .root = root, .follow_forks = follow_forks, .stats = stats };
+	int r = 0;
+
+	memset(stats, 0, sizeof(*stats));
+	if (!task_add(&t, root, TK_RUNNING))
+		return -ENOMEM;
+	task_resume(&t, root, 0);
+	while (!t.root_done) {
+		struct pollfd pfd[2] = {
+			{ .fd = mp_engine__fd(e), .events = POLLIN },
+			{ .fd = sigfd, .events = POLLIN },
+		};
+
+		r = drain(&t);
+		if (r < 0) {
+			fprintf(stderr, PFX "Failed to wait for process %d: %s\n", (int)root,
+				strerror(-r));
+			break;
+		}
+		if (t.root_done)
+			break;
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			fprintf(stderr, PFX "poll failed: %s\n", strerror(errno));
+			break;
+		}
+		if (pfd[0].revents) {
+			r = mp_engine__process(e);
+			if (r < 0) {
+				fprintf(stderr, PFX "Failed to read events: %s\n", strerror(-r));
+				break;
+			}
+			r = 0;
+		}
+		if (pfd[1].revents) {
+			struct signalfd_siginfo si;
+
+			while (read(sigfd, &si, sizeof(si)) == sizeof(si))
+				if (si.ssi_signo != SIGCHLD)
+					kill(root, (int)si.ssi_signo);
+		}
+	}
+	detach_all(&t);
+	free(t.tasks);
+	if (!t.root_done)
+		return r < 0 ? r : -EIO;
+	*root_status = t.root_status;
+	return 0;
+}

@@ -1,0 +1,42 @@
+#!/bin/bash
+# Debian's /usr/bin/python3 (no frame pointers in python3 nor in libc) running a known script
+# (tests/workloads/stk_script.py): with --unwind=dwarf and auto, backtraces reach main's caller
+# and _start, name CPython's own functions, and give file:line for libc's frames (libc6-dbg).
+# python3's main() tail-calls Py_BytesMain, so Py_BytesMain is the frame above
+# __libc_start_call_main. The frame-pointer walk gets none of it.
+. "$(dirname "$0")/stacks.lib"
+
+PY=/usr/bin/python3
+SCRIPT=$SRC/tests/workloads/stk_script.py
+if [ ! -x $PY ]; then
+	echo "no $PY"
+	exit 77
+fi
+if ! ls /usr/lib/debug/.build-id/*/*.debug >/dev/null 2>&1; then
+	echo "no detached debug info (libc6-dbg)"
+	exit 77
+fi
+
+for mode in dwarf auto; do
+	record "py-$mode" --unwind=$mode -r 1e-3 -- $PY "$SCRIPT"
+	ok "$mode: exit status 0" [ "$rc" -eq 0 ]
+	# stack copies lost to bursts keep their (useless) frame-pointer walk: counted, tolerated
+	check "$T/py-$mode.ctf" outermost _start
+	check "$T/py-$mode.ctf" names Py_BytesMain Py_RunMain PyEval_EvalCode \
+		_PyEval_EvalFrameDefault __libc_start_call_main __libc_start_main_impl
+	check "$T/py-$mode.ctf" via _PyEval_EvalFrameDefault \
+		"_start|__libc_start_main_impl|__libc_start_call_main|Py_BytesMain"
+	ok "$mode: most stacks unwound with DWARF" \
+		summary "py-$mode" 's["dwarf"] * 10 >= s["events"] * 9 and s["window_cut"] == 0'
+done
+check "$T/py-dwarf.ctf" fileline __libc_start_call_main 'libc_start_call_main\.h$'
+check "$T/py-dwarf.ctf" fileline __libc_start_main_impl 'libc-start\.c$'
+# CPython's allocation entry points, named from python3's .dynsym
+check "$T/py-dwarf.ctf" names PyMem_Malloc
+
+record py-fp --unwind=fp -r 1e-3 -- $PY "$SCRIPT"
+n=$(check "$T/py-fp.ctf" count Py_BytesMain _PyEval_EvalFrameDefault)
+echo "    fp: $n backtraces reach Py_BytesMain or _PyEval_EvalFrameDefault"
+ok "fp: the frame-pointer walk does not unwind python3 (< 10%)" \
+	summary py-fp "$n * 10 < p['blocks']"
+exit 0

@@ -1,0 +1,36 @@
+# stk_script.py: a known Python workload for tests/bpf/stacks-python.sh. Nested Python calls
+# that build large strings, lists and bytearrays (allocated by CPython through malloc).
+import sys
+
+
+def leaf(n):
+    return ["%08d" % i * 40 for i in range(n)]
+
+
+def middle(n, depth):
+    if depth:
+        return middle(n, depth - 1)
+    return leaf(n)
+
+
+def grow(n):
+    b = bytearray()
+    for i in range(n):
+        b += b"x" * 1000
+    return len(b)
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 150
+    keep = []
+    for r in range(rounds):
+        keep.append(middle(100, 3))
+        if r % 10 == 0:
+            grow(50)
+        if len(keep) > 20:
+            keep.pop(0)
+    return len(keep)
+
+
+if __name__ == "__main__":
+    main()
