@@ -79,7 +79,7 @@ $(B)/%.o: %.cc
 
 include $(sort $(wildcard */build.mk))
 
-.PHONY: all check demo bench fuzz install clean deps unit-tests test-bins lint-man
+.PHONY: all check demo demo-run bench fuzz install clean deps unit-tests test-bins
 
 all: $(BINS)
 
@@ -97,6 +97,10 @@ check: deps
 	$(Q)MP_BUILD=$(abspath $(B)) MP_ASAN_BUILD=$(abspath $(B)/asan) tests/run
 
 unit-tests: $(UNIT_TESTS)
+
+# make demo: dependencies first; the rest in a new make, whose pkg-config calls see them.
+demo: deps
+	$(Q)$(MAKE) --no-print-directory demo-run
 
 clean:
 	$(call msg,CLEAN,$(B))

@@ -75,3 +75,4 @@ bench-suite: bench-bins all
 	$(Q)BENCH_BUILD=$(abspath $(B)) bench/run $(BENCH_ARGS)
 
 bench: bench-suite
+include bench/stacks.mk

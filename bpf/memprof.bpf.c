@@ -98,6 +98,65 @@ extern bool bpf_session_is_return(void) __ksym __weak;
  * entry that skips its return half leaves no nesting depth behind (see nested_noret()). */
 const volatile bool mp_session_mode = false;
 
+/*
+ * The daemon's pid namespace. Every pid that crosses the BPF/user-space boundary (map keys,
+ * event pids) is a pid in that namespace. Set by the loader before load: mp_pidns_nested when it
+ * is not the initial one (whose pids are the kernel's own: the verifier prunes the rest), and
+ * dev/ino identifying it (/proc/self/ns/pid, dev in the kernel's encoding). Its level (depth) is
+ * learnt at load by mp_pidns_probe, run in the loader's context.
+ */
+const volatile bool mp_pidns_nested = false;
+const volatile __u64 mp_pidns_dev = 0;
+const volatile __u64 mp_pidns_ino = 0;
+__u32 mp_pidns_level = 0;
+__u64 mp_pidns_self = 0;	/* the loader's ids, as mp_pidns_probe saw them */
+
+#define MP_PIDNS_MAX_LEVEL	32	/* the kernel's MAX_PID_NS_LEVEL */
+
+/* @pid's number in the daemon's pid namespace; 0 when it has none there. */
+static __always_inline __u32 pid_nr_ns(struct pid *pid)
+{
+	__u32 lvl = mp_pidns_level;
+	struct pid_namespace *ns;
+	struct upid *up;
+
+	if (!pid || lvl > MP_PIDNS_MAX_LEVEL || BPF_CORE_READ(pid, level) < lvl)
+		return 0;
+	up = (void *)pid + bpf_core_field_offset(struct pid, numbers) +
+	     lvl * bpf_core_type_size(struct upid);
+	ns = BPF_CORE_READ(up, ns);
+	if (!ns || BPF_CORE_READ(ns, ns.inum) != mp_pidns_ino)
+		return 0;
+	return BPF_CORE_READ(up, nr);
+}
+
+/* @task's ids as (tgid << 32 | tid) in the daemon's pid namespace; 0 when it is not in it. */
+static __always_inline __u64 mp_task_ids(struct task_struct *task)
+{
+	__u32 tid, tgid;
+
+	if (!mp_pidns_nested)
+		return (__u64)task->tgid << 32 | (__u32)task->pid;
+	tid = pid_nr_ns(BPF_CORE_READ(task, thread_pid));
+	tgid = pid_nr_ns(BPF_CORE_READ(task, group_leader, thread_pid));
+	return tid && tgid ? (__u64)tgid << 32 | tid : 0;
+}
+
+/* Run once by the loader (BPF_PROG_TEST_RUN, in its context), only when mp_pidns_nested: learns
+ * mp_pidns_level and checks that the helper knows the namespace by mp_pidns_dev/ino. */
+SEC("raw_tp")
+int mp_pidns_probe(void *ctx)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct bpf_pidns_info ns;
+
+	if (bpf_get_ns_current_pid_tgid(mp_pidns_dev, mp_pidns_ino, &ns, sizeof(ns)))
+		return 0;
+	mp_pidns_level = BPF_CORE_READ(task, thread_pid, level);
+	mp_pidns_self = (__u64)ns.tgid << 32 | ns.pid;
+	return 0;
+}
+
 /* Per-thread state. */
 struct tstate {
 	__u64 countdown;	/* words up to and including the next sample point; 0 = draw */
@@ -122,6 +181,7 @@ struct tstate {
 	__u64 noret_ip;		/* its probe address */
 	__u32 fresh;		/* alloc_entry() just made this call the outermost one */
 	__u32 _pad2;
+	__u64 ns_ids;		/* mp_current_ids() in a nested pid namespace; 0: unknown */
 };
 
 struct {
@@ -158,6 +218,31 @@ static __always_inline struct tstate *tstate_get(bool create)
 	struct task_struct *task = bpf_get_current_task_btf();
 
 	return bpf_task_storage_get(&tstates, task, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/*
+ * bpf_get_current_pid_tgid() in the daemon's pid namespace; 0 when current is not in it. Cached
+ * per thread: the helper costs ~80 ns a probe hit, the cache ~10 (a thread's ids change only
+ * when it execs as a non-leader thread: mp_exec() forgets them).
+ */
+static __always_inline __u64 mp_current_ids(void)
+{
+	struct bpf_pidns_info ns;
+	struct tstate *st;
+	__u64 ids;
+
+	if (!mp_pidns_nested)
+		return bpf_get_current_pid_tgid();
+	st = tstate_get(false);
+	if (st && st->ns_ids)
+		return st->ns_ids;
+	if (!bpf_get_ns_current_pid_tgid(mp_pidns_dev, mp_pidns_ino, &ns, sizeof(ns)))
+		ids = (__u64)ns.tgid << 32 | ns.pid;
+	else	/* not directly in it: in a namespace nested in it, or outside it */
+		ids = mp_task_ids(bpf_get_current_task_btf());
+	if (st)
+		st->ns_ids = ids;
+	return ids;
 }
 
 /* The incarnation of process @tgid's current image, created on first use. */
@@ -263,7 +348,7 @@ static __always_inline void hits_add(__u32 tgid, bool ret)
 static __always_inline int alloc_entry(struct pt_regs *ctx, __u32 kind, __u64 size,
 				       bool may_sample, __u64 arg)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 pid_tgid = mp_current_ids();
 	__u32 tgid = pid_tgid >> 32;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
 	__u64 sp = PT_REGS_SP(ctx), remaining = 0;
@@ -273,6 +358,9 @@ static __always_inline int alloc_entry(struct pt_regs *ctx, __u32 kind, __u64 si
 		stat_inc(MP_STAT_FOREIGN_CALLS);
 		return 0;
 	}
+	/* profiled through libmemprof-preload's USDT probes, or detached over its budget */
+	if (cfg->flags & (MP_PROC_PRELOAD | MP_PROC_DETACHED))
+		return 0;
 	stat_inc(MP_STAT_CALLS);
 	hits_add(tgid, false);
 	st = tstate_get(true);
@@ -455,7 +543,7 @@ static __always_inline int emit_alloc_ustack(struct pt_regs *ctx, const struct t
 /* Return of an allocator: @ret is its return value. */
 static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 pid_tgid = mp_current_ids();
 	__u32 tgid = pid_tgid >> 32;
 	struct mp_sampled_key key = { .tgid = tgid };
 	struct mp_sampled_val val = {};
@@ -555,7 +643,7 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 /* free, operator delete, munmap: entry probe only. */
 static __always_inline int free_entry(struct pt_regs *ctx, __u32 kind, __u64 addr)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 pid_tgid = mp_current_ids();
 	__u32 tgid = pid_tgid >> 32, profile, akind = 0;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
 	struct tstate *st;
@@ -565,6 +653,9 @@ static __always_inline int free_entry(struct pt_regs *ctx, __u32 kind, __u64 add
 		stat_inc(MP_STAT_FOREIGN_CALLS);
 		return 0;
 	}
+	/* profiled through libmemprof-preload's USDT probes, or detached over its budget */
+	if (cfg->flags & (MP_PROC_PRELOAD | MP_PROC_DETACHED))
+		return 0;
 	stat_inc(MP_STAT_CALLS);
 	hits_add(tgid, false);
 	if (!addr)
@@ -602,7 +693,7 @@ static __always_inline int emit_proc(__u32 type, __u32 tgid, __u32 tid, __u32 pr
 static __always_inline int realloc_entry(struct pt_regs *ctx, __u32 kind, __u64 old, __u64 size,
 					 bool ovf)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, profile = 0, okind = 0;
+	__u32 tgid = mp_current_ids() >> 32, profile = 0, okind = 0;
 	struct tstate *st;
 	__u64 inc = 0;
 
@@ -624,7 +715,7 @@ static __always_inline int realloc_entry(struct pt_regs *ctx, __u32 kind, __u64 
 /* ld.so's rendezvous: see MP_SHAPE_DLSTATE. */
 static __always_inline int dlstate_entry(void)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 pid_tgid = mp_current_ids();
 	__u32 tgid = pid_tgid >> 32;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
 
@@ -648,7 +739,7 @@ static __always_inline __u64 selftest_hit(__u32 idx)
 /* CALIBRATE entry: about the work of an unsampled allocator call. */
 static __always_inline int calibrate_entry(void)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = mp_current_ids() >> 32;
 	struct tstate *st;
 
 	bpf_map_lookup_elem(&procs, &tgid);
@@ -773,15 +864,25 @@ int BPF_KPROBE(mp_session)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(mp_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u32 ptgid = parent->tgid, ctgid = child->tgid;
+	__u32 ptgid = parent->tgid, ctgid = child->tgid, ptid = parent->pid;
 	struct mp_proc_cfg *cfg, ccfg;
-	__u64 now;
+	__u64 now, ids;
 
 	if (ptgid == ctgid)
 		return 0; /* a new thread: joins through its own task storage */
+	if (mp_pidns_nested) { /* the daemon's pids (0: a task it cannot see) */
+		ids = mp_task_ids(parent);
+		ptgid = ids >> 32;
+		ptid = (__u32)ids;
+	}
 	cfg = bpf_map_lookup_elem(&procs, &ptgid);
 	if (!cfg || !(cfg->flags & MP_PROC_FOLLOW_FORKS))
 		return 0;
+	if (mp_pidns_nested) {
+		ctgid = mp_task_ids(child) >> 32;
+		if (!ctgid)
+			return 0;
+	}
 	ccfg = *cfg;
 	if (bpf_map_update_elem(&procs, &ctgid, &ccfg, BPF_ANY)) {
 		stat_inc(MP_STAT_PROCS_FULL);
@@ -789,30 +890,40 @@ int BPF_PROG(mp_fork, struct task_struct *parent, struct task_struct *child)
 	}
 	now = bpf_ktime_get_ns();
 	bpf_map_update_elem(&pstate, &ctgid, &now, BPF_ANY);
-	return emit_proc(MP_EV_FORK, ptgid, parent->pid, ccfg.profile, ctgid, 0);
+	return emit_proc(MP_EV_FORK, ptgid, ptid, ccfg.profile, ctgid, 0);
 }
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	__u32 tgid = p->tgid;
+	__u64 ids = mp_task_ids(p);
+	__u32 tgid = ids >> 32, other = (__u32)old_pid != p->pid ? (__u32)old_pid : 0;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
 	__u64 now;
 
+	if (mp_pidns_nested) {
+		/* A non-leader thread took the leader's tid: forget its ids (mp_current_ids()).
+		 * old_pid is its global tid, whose struct pid is gone: unknown in our namespace. */
+		struct tstate *st = bpf_task_storage_get(&tstates, p, 0, 0);
+
+		if (st)
+			st->ns_ids = 0;
+		other = 0;
+	}
 	if (!cfg)
 		return 0;
 	/* A new image: sampled entries of the old one no longer match frees. The event's time is
 	 * the new incarnation, so the loader purges entries older than it. */
 	now = bpf_ktime_get_ns();
 	bpf_map_update_elem(&pstate, &tgid, &now, BPF_ANY);
-	return emit_proc(MP_EV_EXEC, tgid, p->pid, cfg->profile,
-			 (__u32)old_pid != p->pid ? (__u32)old_pid : 0, 0);
+	return emit_proc(MP_EV_EXEC, tgid, (__u32)ids, cfg->profile, other, 0);
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
 {
-	__u32 tgid = p->tgid, profile, code;
+	__u64 ids = mp_task_ids(p);
+	__u32 tgid = ids >> 32, tid = (__u32)ids, profile, code;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
 	unsigned int sflags;
 
@@ -820,7 +931,7 @@ int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
 		return 0;
 	profile = cfg->profile;
 	if (!group_dead)
-		return emit_proc(MP_EV_THREAD_EXIT, tgid, p->pid, profile, 0, 0);
+		return emit_proc(MP_EV_THREAD_EXIT, tgid, tid, profile, 0, 0);
 	/* wait(2)-style status: the group's exit code when the group was killed or exit_group'd */
 	sflags = BPF_CORE_READ(p, signal, flags);
 	code = (sflags & 0x00000004 /* SIGNAL_GROUP_EXIT */) ? BPF_CORE_READ(p, signal,
@@ -828,7 +939,7 @@ int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
 							       : p->exit_code;
 	bpf_map_delete_elem(&procs, &tgid);
 	bpf_map_delete_elem(&pstate, &tgid);
-	return emit_proc(MP_EV_EXIT, tgid, p->pid, profile, 0, code);
+	return emit_proc(MP_EV_EXIT, tgid, tid, profile, 0, code);
 }
 
 /*
@@ -846,6 +957,19 @@ int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
 #include <bpf/usdt.bpf.h>
 
 #define MP_PL_MAX_SKIP		16	/* library frames dropped from the top of a stack */
+/*
+ * Waking the consumer costs a self-IPI per record (an APIC MSR write: a VM exit under a
+ * hypervisor, ~20 µs measured), more than everything else a sample costs. These records wake
+ * it only once MP_PL_WAKE_BYTES are pending; the engine's flush timer (50 ms) bounds the
+ * latency of the rest.
+ */
+#define MP_PL_WAKE_BYTES	(64 << 10)
+
+static __always_inline __u64 pl_wake_flags(void)
+{
+	return bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) >= MP_PL_WAKE_BYTES ?
+		       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -857,7 +981,7 @@ struct {
 SEC("usdt")
 int BPF_USDT(mp_usdt_alloc, __u64 addr, __u64 size, __u64 nsamples, __u32 kind, __u32 gen)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid(), lo, hi;
+	__u64 pid_tgid = mp_current_ids(), lo, hi;
 	__u32 tgid = pid_tgid >> 32, max_frames, skip, nfr;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
 	struct mp_preload_target *pt;
@@ -908,7 +1032,7 @@ int BPF_USDT(mp_usdt_alloc, __u64 addr, __u64 size, __u64 nsamples, __u32 kind, 
 		e->stack[i] = e->stack[j];
 	}
 	e->nframes = nfr;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, pl_wake_flags());
 	stat_inc(MP_STAT_SAMPLED);
 	return 0;
 }
@@ -916,9 +1040,10 @@ int BPF_USDT(mp_usdt_alloc, __u64 addr, __u64 size, __u64 nsamples, __u32 kind, 
 SEC("usdt")
 int BPF_USDT(mp_usdt_free, __u64 addr, __u32 kind)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 pid_tgid = mp_current_ids();
 	__u32 tgid = pid_tgid >> 32;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+	struct mp_free_event *e;
 
 	if (!cfg) {
 		stat_inc(MP_STAT_FOREIGN_CALLS);
@@ -927,5 +1052,16 @@ int BPF_USDT(mp_usdt_free, __u64 addr, __u32 kind)
 	/* Frees are reported after a stop too, as in uprobe mode. */
 	if (!addr || !bpf_map_lookup_elem(&pltargets, &tgid))
 		return 0;
-	return emit_free(pid_tgid, cfg->profile, addr, (kind & MP_KIND_MASK) | MP_KIND_F_PRELOAD);
+	e = data_reserve(sizeof(*e));
+	if (!e) {
+		stat_inc(MP_STAT_RINGBUF_DROPS);
+		return 0;
+	}
+	hdr_fill(&e->h, MP_EV_FREE, pid_tgid, cfg->profile);
+	e->addr = addr;
+	e->kind = (kind & MP_KIND_MASK) | MP_KIND_F_PRELOAD;
+	e->_pad = 0;
+	bpf_ringbuf_submit(e, pl_wake_flags());
+	stat_inc(MP_STAT_FREES);
+	return 0;
 }

@@ -63,7 +63,7 @@ enum mp_event_type {
 
 struct mp_event_hdr {
 	__u32 type;		/* enum mp_event_type */
-	__u32 pid;		/* tgid, as seen from the initial pid namespace */
+	__u32 pid;		/* tgid in the loader's pid namespace (so are all pids) */
 	__u32 tid;
 	__u32 profile;		/* profile id the event belongs to */
 	__u64 time_ns;		/* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
@@ -176,6 +176,10 @@ struct mp_proc_cfg {
 #define MP_PROC_SAMPLING	(1u << 0)	/* draw samples (cleared by stop) */
 #define MP_PROC_FOLLOW_FORKS	(1u << 1)	/* children join the profile */
 #define MP_PROC_RATE_ONE	(1u << 2)	/* rate 1: every word is sampled */
+#define MP_PROC_DETACHED	(1u << 7)	/* probes being removed (over the overhead budget):
+						 * probe hits do nothing; exit still reported */
+#define MP_PROC_PRELOAD		(1u << 3)	/* profiled through libmemprof-preload (set by
+						 * the loader): uprobe hits are ignored */
 
 /* Drop and activity counters: per-CPU array "stats", indexed by enum mp_stat. */
 enum mp_stat {

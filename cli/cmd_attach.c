@@ -26,12 +26,14 @@ static void attach_help(void)
 	       "      --no-follow-forks     do not profile the children the processes fork\n"
 	       "      --format-version V    memtrace format version, 2 or 3 (default 2)\n"
 	       "  -z, --zstd                compress the traces with zstd\n"
+	       "      --max-overhead PCT    detach a process whose probes cost more than PCT %%\n"
+	       "                            of one CPU (1 s average); 0 = unlimited\n"
 	       "  -w, --wait                wait until sampling ends, then discard and print\n"
 	       "  -j, --json                print JSON\n"
 	       "  -h, --help                show this help\n");
 }
 
-enum { OPT_CALLSTACK = 0x100, OPT_NO_FOLLOW, OPT_FORMAT };
+enum { OPT_CALLSTACK = 0x100, OPT_NO_FOLLOW, OPT_FORMAT, OPT_MAX_OVERHEAD };
 
 int cmd_attach(int argc, char **argv)
 {
@@ -43,6 +45,7 @@ int cmd_attach(int argc, char **argv)
 		{ "no-follow-forks", no_argument, NULL, OPT_NO_FOLLOW },
 		{ "format-version", required_argument, NULL, OPT_FORMAT },
 		{ "zstd", no_argument, NULL, 'z' },
+		{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
 		{ "wait", no_argument, NULL, 'w' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -101,6 +104,16 @@ int cmd_attach(int argc, char **argv)
 				return 2;
 			}
 			o.format_version = (uint16_t)atoi(optarg);
+			break;
+		case OPT_MAX_OVERHEAD:
+			errno = 0;
+			o.max_overhead = strtod(optarg, &end);
+			if (errno || *end || end == optarg || !(o.max_overhead >= 0) ||
+			    o.max_overhead > 1e6) {
+				fprintf(stderr, "memprofctl attach: invalid overhead budget '%s': a "
+					"percentage of one CPU >= 0 (0 = unlimited)\n", optarg);
+				return 2;
+			}
 			break;
 		case 'z':
 			o.zstd = true;

@@ -702,9 +702,20 @@ int cmd_record(int argc, char **argv)
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 
+	/* Signals that would kill us are forwarded to CMD instead; we end when it does.
+	 * SIGCHLD: a traced task stopped or ended. Blocked before the engine starts its
+	 * threads, which would otherwise take (and lose) them. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	sigaddset(&mask, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &mask, &old);
 	e = mp_engine__new(&o.eopts);
 	if (!e) {
 		err = errno;
+		sigprocmask(SIG_SETMASK, &old, NULL);
 		if (err == EPERM || err == EACCES)
 			fprintf(stderr, "memprofctl record: Failed to load the BPF programs: %s "
 				"(run as root, or with CAP_BPF and CAP_PERFMON)\n", strerror(err));
@@ -715,15 +726,6 @@ int cmd_record(int argc, char **argv)
 	}
 	mp_engine__stats(e, base, MP_STAT__MAX);
 
-	/* Signals that would kill us are forwarded to CMD instead; we end when it does.
-	 * SIGCHLD: a traced task stopped or ended. */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGQUIT);
-	sigaddset(&mask, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &mask, &old);
 	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sigfd < 0 || pipe2(errpipe, O_CLOEXEC) || pipe2(go, O_CLOEXEC)) {
 		fprintf(stderr, "memprofctl record: Failed to set up: %s\n", strerror(errno));

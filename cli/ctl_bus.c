@@ -162,6 +162,8 @@ int ctl_bus_start(sd_bus *bus, const char *cmd, const pid_t *pids, size_t npids,
 		r = append_opt(m, "format_version", "q", (uint16_t)o->format_version);
 	if (r >= 0 && o->zstd)
 		r = append_opt(m, "zstd", "b", 1);
+	if (r >= 0 && o->max_overhead > 0)
+		r = append_opt(m, "max_overhead", "d", o->max_overhead);
 	if (r >= 0 && o->out_fd >= 0)
 		r = append_opt(m, "output", "h", o->out_fd);
 	if (r >= 0)
@@ -215,9 +217,63 @@ void ctl_profile_done(struct ctl_profile *p)
 	for (size_t i = 0; i < p->nprocs; i++) {
 		free(p->procs[i].comm);
 		free(p->procs[i].trace);
+		free(p->procs[i].mode);
+		free(p->procs[i].detached_reason);
 	}
 	free(p->procs);
 	memset(p, 0, sizeof(*p));
+}
+
+/* ProcessModes (after Processes): each process' mode, "uprobe" or "preload". */
+static int read_modes(sd_bus_message *m, struct ctl_profile *p)
+{
+	const char *mode;
+	uint32_t pid;
+	int r;
+
+	r = sd_bus_message_enter_container(m, 'v', "a(us)");
+	if (r >= 0)
+		r = sd_bus_message_enter_container(m, 'a', "(us)");
+	while (r >= 0 && (r = sd_bus_message_read(m, "(us)", &pid, &mode)) > 0) {
+		for (size_t i = 0; i < p->nprocs; i++) {
+			if (p->procs[i].pid != pid || p->procs[i].mode)
+				continue;
+			p->procs[i].mode = strdup(mode);
+			if (!p->procs[i].mode)
+				return -ENOMEM;
+		}
+	}
+	if (r >= 0)
+		r = sd_bus_message_exit_container(m);
+	if (r >= 0)
+		r = sd_bus_message_exit_container(m);
+	return r;
+}
+
+/* ProcessDetached (after Processes): processes detached over their overhead budget. */
+static int read_detached(sd_bus_message *m, struct ctl_profile *p)
+{
+	const char *why;
+	uint32_t pid;
+	int r;
+
+	r = sd_bus_message_enter_container(m, 'v', "a(us)");
+	if (r >= 0)
+		r = sd_bus_message_enter_container(m, 'a', "(us)");
+	while (r >= 0 && (r = sd_bus_message_read(m, "(us)", &pid, &why)) > 0) {
+		for (size_t i = 0; i < p->nprocs; i++) {
+			if (p->procs[i].pid != pid || p->procs[i].detached_reason)
+				continue;
+			p->procs[i].detached_reason = strdup(why);
+			if (!p->procs[i].detached_reason)
+				return -ENOMEM;
+		}
+	}
+	if (r >= 0)
+		r = sd_bus_message_exit_container(m);
+	if (r >= 0)
+		r = sd_bus_message_exit_container(m);
+	return r;
 }
 
 static int read_procs(sd_bus_message *m, struct ctl_profile *p)
@@ -325,6 +381,10 @@ int ctl_bus_get_profile(sd_bus *bus, const char *cmd, uint32_t id, struct ctl_pr
 			r = sd_bus_message_read(reply, "v", "t", &p->start_us);
 		else if (!strcmp(k, "Processes"))
 			r = read_procs(reply, p);
+		else if (!strcmp(k, "ProcessModes"))
+			r = read_modes(reply, p);
+		else if (!strcmp(k, "ProcessDetached"))
+			r = read_detached(reply, p);
 		else
 			r = sd_bus_message_skip(reply, "v");
 		if (r >= 0)
@@ -469,6 +529,8 @@ void ctl_print_profile(const struct ctl_profile *p)
 			json_object_object_add(j, "pid", json_object_new_int64(c->pid));
 			json_object_object_add(j, "comm", json_object_new_string(c->comm));
 			json_object_object_add(j, "exited", json_object_new_boolean(c->exited));
+			json_object_object_add(j, "mode", c->mode ? json_object_new_string(c->mode) :
+								    NULL);
 			json_object_object_add(j, "samples", json_object_new_uint64(c->samples));
 			json_object_object_add(j, "nsamples", json_object_new_uint64(c->nsamples));
 			json_object_object_add(j, "frees", json_object_new_uint64(c->frees));
@@ -483,6 +545,8 @@ void ctl_print_profile(const struct ctl_profile *p)
 			json_object_object_add(j, "est_live_se_bytes", json_object_new_double(
 					       mp_estimate_se_bytes(p->rate, c->live_nsamples)));
 			json_object_object_add(j, "drops", json_object_new_uint64(c->drops));
+			json_object_object_add(j, "detached_reason", c->detached_reason ?
+					       json_object_new_string(c->detached_reason) : NULL);
 			json_object_object_add(j, "trace", c->trace[0] ?
 					       json_object_new_string(c->trace) : NULL);
 			json_object_array_add(a, j);
@@ -501,8 +565,8 @@ void ctl_print_profile(const struct ctl_profile *p)
 		printf("  Duration:   %.3f s\n", p->duration_us / 1e6);
 	printf("  Format:     memtrace v%u%s\n", p->format_version, p->compressed ? ", zstd" : "");
 	printf("  Directory:  %s\n", p->directory);
-	printf("  %-8s %-16s %-7s %9s %9s %21s %21s %7s  %s\n", "PID", "COMM", "STATE",
-	       "SAMPLES", "FREES", "ALLOCATED", "LIVE", "DROPS", "TRACE");
+	printf("  %-8s %-16s %-7s %-7s %9s %9s %21s %21s %7s  %s\n", "PID", "COMM", "STATE",
+	       "MODE", "SAMPLES", "FREES", "ALLOCATED", "LIVE", "DROPS", "TRACE");
 	for (size_t i = 0; i < p->nprocs; i++) {
 		const struct ctl_proc *c = &p->procs[i];
 		char alloc[32], live[32], se[32], a[72], l[72];
@@ -514,9 +578,13 @@ void ctl_print_profile(const struct ctl_profile *p)
 		human_bytes(c->est_live_bytes, live, sizeof(live));
 		human_bytes(mp_estimate_se_bytes(p->rate, c->live_nsamples), se, sizeof(se));
 		snprintf(l, sizeof(l), "%s ±%s", live, se);
-		printf("  %-8" PRIu32 " %-16s %-7s %9" PRIu64 " %9" PRIu64 " %21s %21s %7" PRIu64
-		       "  %s\n", c->pid, c->comm, c->exited ? "exited" : "running", c->samples,
+		printf("  %-8" PRIu32 " %-16s %-7s %-7s %9" PRIu64 " %9" PRIu64 " %21s %21s %7"
+		       PRIu64 "  %s\n", c->pid, c->comm, c->exited ? "exited" : "running",
+		       c->mode ? c->mode : "?", c->samples,
 		       c->frees, a, l, c->drops, c->trace[0] ? c->trace : "(client's file)");
+		if (c->detached_reason)
+			printf("  %-8" PRIu32 " DETACHED: %s; its trace ends there\n", c->pid,
+			       c->detached_reason);
 	}
 }
 

@@ -24,6 +24,7 @@ struct ctl_start_opts {
 	uint64_t duration_us;		/* stop after this long */
 	uint16_t format_version;	/* 2 or 3 */
 	bool zstd;
+	double max_overhead;		/* probe cost budget per process, % of a CPU; 0: none */
 	int out_fd;			/* >= 0: the first process' trace goes there (must be set:
 					 * -1 for "under the daemon's state directory") */
 };
@@ -35,6 +36,8 @@ struct ctl_proc {
 	uint64_t samples, nsamples, live_nsamples, frees, drops;
 	double est_alloc_bytes, est_live_bytes;
 	char *trace;			/* "" when written to a client's file */
+	char *mode;			/* "uprobe" or "preload" (ProcessModes); NULL: unknown */
+	char *detached_reason;		/* over its overhead budget (ProcessDetached); NULL: not */
 };
 
 struct ctl_profile {

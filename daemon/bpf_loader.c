@@ -28,8 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <math.h>
 #include <stddef.h>
@@ -300,6 +302,7 @@ struct target {
 	/* Profiled through libmemprof-preload (its USDT probes) instead of allocator uprobes. */
 	bool preload;
 	bool pl_recheck;	/* exec'd: decide the mode again at the next attach */
+	uint8_t pl_pending;	/* ld.so rendezvous after exec that may still map the library */
 	dev_t pl_dev;		/* the library's file */
 	ino_t pl_ino;
 	uint64_t pl_cfg;	/* address of memprof_preload_config in the process */
@@ -500,8 +503,16 @@ static void *reaper_run(void *arg)
 static void target_bury(struct mp_bpf *b, struct target *t)
 {
 	pthread_mutex_lock(&b->lock);
-	if (!b->reaper_started)
+	if (!b->reaper_started) {
+		sigset_t all, old;
+
+		/* The thread takes no signal: a process-directed one (SIGCHLD for a caller that
+		 * reads them from a signalfd) must not be delivered to it and lost. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
 		b->reaper_started = !pthread_create(&b->reaper, NULL, reaper_run, b);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
 	if (!b->reaper_started) {
 		pthread_mutex_unlock(&b->lock);
 		target_destroy(t);
@@ -586,8 +597,12 @@ static int rb_event(void *ctx, void *data, size_t size)
 			sampled_purge(b, h->pid, h->time_ns);
 			t->live = 0;
 		}
-		if (t)
-			t->pl_recheck = true;	/* the new image may (not) map libmemprof-preload */
+		if (t) {
+			/* The new image may (not) map libmemprof-preload, which ld.so maps after
+			 * exec: decide now and at its next two rendezvous (RT_ADD, RT_CONSISTENT). */
+			t->pl_recheck = true;
+			t->pl_pending = 2;
+		}
 		err = mp_bpf__attach(b, h->pid, why, sizeof(why));
 		if (err < 0 && err != -ESRCH && err != -ENOENT) {
 			b->counters.auto_attach_errors++;
@@ -596,8 +611,13 @@ static int rb_event(void *ctx, void *data, size_t size)
 		break;
 	case MP_EV_MAP:
 		/* only for processes probed already (the engine decides who is) */
-		if (!target_find(b, h->pid))
+		t = target_find(b, h->pid);
+		if (!t)
 			return 0;
+		if (t->pl_pending) {
+			t->pl_pending--;
+			t->pl_recheck = true;
+		}
 		err = mp_bpf__attach(b, h->pid, why, sizeof(why));
 		if (err < 0 && err != -ESRCH && err != -ENOENT) {
 			b->counters.auto_attach_errors++;
@@ -642,14 +662,57 @@ static int self_target(char *path, size_t len, uint64_t *off);
 static int session_selftest(struct mp_bpf *b, const char *path, uint64_t off);
 static void calibrate(struct mp_bpf *b, const char *path, uint64_t off);
 
+/*
+ * Our pid namespace: BPF reports and takes pids in it (mp_pidns_* in bpf/memprof.bpf.c), so
+ * that a daemon in a container sees its own pids.
+ */
+struct pidns {
+	bool nested;		/* not the initial pid namespace */
+	uint64_t dev;		/* of /proc/self/ns/pid, in the kernel's encoding (MKDEV) */
+	uint64_t ino;
+};
+
+#define MP_PROC_PID_INIT_INO	0xEFFFFFFCU	/* the initial pid namespace's inode (proc_ns.h) */
+
+static int pidns_self(struct pidns *ns)
+{
+	struct stat st;
+
+	if (stat("/proc/self/ns/pid", &st))
+		return -errno;
+	ns->dev = (uint64_t)major(st.st_dev) << 20 | minor(st.st_dev);
+	ns->ino = st.st_ino;
+	ns->nested = st.st_ino != MP_PROC_PID_INIT_INO;
+	return 0;
+}
+
+/* Nested pid namespace: run mp_pidns_probe in our context to learn its level, and check that
+ * BPF sees our own pid as getpid(). */
+static int pidns_probe(struct memprof_bpf *skel)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, opts);
+	uint64_t self;
+
+	if (bpf_prog_test_run_opts(bpf_program__fd(skel->progs.mp_pidns_probe), &opts))
+		return -errno;
+	self = skel->bss->mp_pidns_self;
+	if ((pid_t)(self >> 32) != getpid() || (pid_t)(uint32_t)self != (pid_t)syscall(SYS_gettid))
+		return -ENXIO;
+	return 0;
+}
+
 /* Open and load the programs: @multi uprobe_multi links, @session uprobe sessions. */
-static struct memprof_bpf *skel_load(bool multi, bool session)
+static struct memprof_bpf *skel_load(const struct pidns *ns, bool multi, bool session)
 {
 	struct memprof_bpf *skel = memprof_bpf__open();
 
 	if (!skel)
 		return NULL;
 	skel->rodata->mp_session_mode = session;
+	skel->rodata->mp_pidns_nested = ns->nested;
+	skel->rodata->mp_pidns_dev = ns->dev;
+	skel->rodata->mp_pidns_ino = ns->ino;
+	bpf_program__set_autoload(skel->progs.mp_pidns_probe, ns->nested);
 	bpf_program__set_autoload(skel->progs.mp_session, session);
 	if (session)
 		bpf_program__set_expected_attach_type(skel->progs.mp_session,
@@ -660,7 +723,7 @@ static struct memprof_bpf *skel_load(bool multi, bool session)
 		bpf_program__set_expected_attach_type(skel->progs.mp_ret,
 						      MP_BPF_TRACE_UPROBE_MULTI);
 	}
-	if (memprof_bpf__load(skel)) {
+	if (memprof_bpf__load(skel) || (ns->nested && (errno = -pidns_probe(skel)))) {
 		int err = errno;
 
 		memprof_bpf__destroy(skel);
@@ -674,6 +737,7 @@ struct mp_bpf *mp_bpf__open(mp_bpf_event_fn fn, void *ctx)
 {
 	struct mp_bpf *b = calloc(1, sizeof(*b));
 	struct bpf_program *progs[3];
+	struct pidns ns;
 	int err;
 
 	if (!b)
@@ -690,6 +754,9 @@ struct mp_bpf *mp_bpf__open(mp_bpf_event_fn fn, void *ctx)
 	err = uprobe_pmu_init(b);
 	if (err)
 		goto fail;
+	err = pidns_self(&ns);
+	if (err)
+		goto fail;
 	/*
 	 * uprobe session links when the kernel has them (6.13+): entry and return in one program
 	 * whose entry skips the return half of unsampled calls; else uprobe_multi links (6.6+):
@@ -704,7 +771,7 @@ struct mp_bpf *mp_bpf__open(mp_bpf_event_fn fn, void *ctx)
 		bool have_self = self_target(self, sizeof(self), &self_off) == 0;
 
 		if (!getenv("MP_BPF_NO_UPROBE_MULTI") && !getenv("MP_BPF_NO_SESSION") && have_self) {
-			b->skel = skel_load(true, true);
+			b->skel = skel_load(&ns, true, true);
 			if (b->skel) {
 				b->multi = b->session = true;
 				if (session_selftest(b, self, self_off)) {
@@ -715,11 +782,11 @@ struct mp_bpf *mp_bpf__open(mp_bpf_event_fn fn, void *ctx)
 			}
 		}
 		if (!b->skel && !getenv("MP_BPF_NO_UPROBE_MULTI")) {
-			b->skel = skel_load(true, false);
+			b->skel = skel_load(&ns, true, false);
 			b->multi = b->skel != NULL;
 		}
 		if (!b->skel) {
-			b->skel = skel_load(false, false);
+			b->skel = skel_load(&ns, false, false);
 			if (!b->skel) {
 				err = errno ? -errno : -EINVAL;
 				goto fail;
@@ -819,14 +886,19 @@ static int procs_fd(struct mp_bpf *b)
 int mp_bpf__proc_set(struct mp_bpf *b, pid_t pid, const struct mp_proc_cfg *cfg)
 {
 	uint32_t key = pid;
+	struct mp_proc_cfg c;
 	struct target *t;
 
 	if (pid <= 0 || !cfg || cfg->profile == 0 || cfg->max_frames > MP_MAX_STACK ||
 	    (!(cfg->flags & MP_PROC_RATE_ONE) && cfg->gap_k == 0))
 		return -EINVAL;
-	if (bpf_map_update_elem(procs_fd(b), &key, cfg, BPF_ANY))
-		return -errno;
 	t = target_find(b, pid);
+	c = *cfg;
+	c.flags &= ~MP_PROC_PRELOAD;
+	if (t && t->preload)
+		c.flags |= MP_PROC_PRELOAD;
+	if (bpf_map_update_elem(procs_fd(b), &key, &c, BPF_ANY))
+		return -errno;
 	if (t && t->preload) {
 		/* profiled through libmemprof-preload: its config block follows (stop) */
 		int err = pl_sync(b, t, cfg, NULL);
@@ -1951,6 +2023,18 @@ static int pl_sync(struct mp_bpf *b, struct target *t, const struct mp_proc_cfg 
 	return 0;
 }
 
+/* Set or clear MP_PROC_PRELOAD in @pid's "procs" entry: the uprobe programs ignore it. */
+static void pl_flag(struct mp_bpf *b, pid_t pid, bool on)
+{
+	struct mp_proc_cfg cfg;
+	uint32_t key = (uint32_t)pid;
+
+	if (bpf_map_lookup_elem(procs_fd(b), &key, &cfg))
+		return;
+	cfg.flags = on ? cfg.flags | MP_PROC_PRELOAD : cfg.flags & ~MP_PROC_PRELOAD;
+	bpf_map_update_elem(procs_fd(b), &key, &cfg, BPF_EXIST);
+}
+
 /* Move @t's links to the reaper (mode change at exec): the old probes would fire twice. */
 static void pl_retire_links(struct mp_bpf *b, struct target *t)
 {
@@ -1990,10 +2074,13 @@ static int pl_attach(struct mp_bpf *b, struct target *t)
 
 	err = pl_find(t->pid, &pf);
 	if (err == -ENOENT) {
+		if (t->preload && t->pl_pending)
+			return 0;	/* after exec, before ld.so mapped the preloads */
 		if (t->preload) {	/* exec'd into an image without the library */
 			pl_retire_links(b, t);
 			t->preload = false;
 			bpf_map_delete_elem(pltargets_fd(b), &key);
+			pl_flag(b, t->pid, false);
 		}
 		return 0;
 	}
@@ -2020,8 +2107,10 @@ static int pl_attach(struct mp_bpf *b, struct target *t)
 		      t->pid, pf.path, strerror(-err));
 		return err;
 	}
-	if (t->preload && t->nlinks)
+	if (t->preload && t->nlinks) {
+		t->pl_pending = 0;
 		return (int)t->nlinks;	/* exec'd into the same library: the probes stay */
+	}
 	for (int i = 0; i < 2; i++) {
 		struct plink l = { .fd = -1 };
 
@@ -2044,6 +2133,7 @@ static int pl_attach(struct mp_bpf *b, struct target *t)
 	t->preload = true;
 	t->pl_dev = st.st_dev;
 	t->pl_ino = st.st_ino;
+	pl_flag(b, t->pid, true);
 	return (int)t->nlinks;
 }
 

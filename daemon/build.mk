@@ -52,12 +52,13 @@ $(REC_WL_DIR)/wl_nolibc: tests/workloads/wl_nolibc.c
 
 BPF_TESTS	+= $(REC_WL_DIR)/wl_nolibc
 
-# make demo: record Debian's python3 running an allocation-heavy script, then report the top
+# make demo (top Makefile: deps first, then this in a fresh make that sees the new packages):
+# record Debian's python3 running an allocation-heavy script, then report the top
 # allocation sites by estimated bytes (with standard errors) from the trace $(B)/demo.ctf.
 DEMO_PYTHON	?= /usr/bin/python3
 DEMO_RATE	?= 1e-3
 
-demo: deps all
+demo-run: all
 	$(Q)if [ "$$(id -u)" -ne 0 ]; then \
 		echo "make demo: recording needs root (BPF uprobes); try: sudo make demo" >&2; \
 		exit 1; fi

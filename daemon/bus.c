@@ -193,6 +193,13 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 							 "Invalid stack copy size %u: at most %d "
 							 "bytes", v, MP_USTACK_MAX);
 			req->stack_copy_size = v ? (int)v : -1;
+		} else if (!strcmp(key, "max_overhead")) {
+			r = read_opt(m, key, "d", &req->max_overhead_pct, error);
+			if (r >= 0 && !(req->max_overhead_pct >= 0 && req->max_overhead_pct <= 1e6))
+				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+							 "Invalid overhead budget %g: a percentage "
+							 "of one CPU >= 0 (0 = unlimited)",
+							 req->max_overhead_pct);
 		} else if (!strcmp(key, "output")) {
 			r = read_opt(m, key, "h", &fd, error);
 			if (r >= 0) {
@@ -208,7 +215,8 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 			return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
 						 "Unknown option '%s' (known: rate, callstack_size, "
 						 "follow_forks, duration_us, format_version, zstd, "
-						 "output, unwind, stack_copy_size)", key);
+						 "output, unwind, stack_copy_size, max_overhead)",
+						 key);
 		}
 		if (r < 0)
 			return r;
@@ -490,6 +498,64 @@ static int prop_processes(sd_bus *bus, const char *path, const char *iface, cons
 	return r;
 }
 
+/* How each process is profiled: "uprobe", or "preload" (libmemprof-preload's fast path). */
+static int prop_process_modes(sd_bus *bus, const char *path, const char *iface, const char *prop,
+			      sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	struct svc_profile *sp = userdata;
+	struct mp_proc_stats *ps = NULL;
+	size_t n = mp_profile__procs(sp->p, NULL, 0);
+	int r;
+
+	if (n) {
+		ps = calloc(n, sizeof(*ps));
+		if (!ps)
+			return -ENOMEM;
+		size_t m = mp_profile__procs(sp->p, ps, n);
+
+		if (m < n)
+			n = m;
+	}
+	r = sd_bus_message_open_container(reply, 'a', "(us)");
+	for (size_t i = 0; r >= 0 && i < n; i++)
+		r = sd_bus_message_append(reply, "(us)", (uint32_t)ps[i].pid,
+					  mp_proc_mode__name(ps[i].mode));
+	if (r >= 0)
+		r = sd_bus_message_close_container(reply);
+	free(ps);
+	return r;
+}
+
+/* ProcessDetached: (pid, reason) of each process detached over its overhead budget. */
+static int prop_process_detached(sd_bus *bus, const char *path, const char *iface,
+				 const char *prop, sd_bus_message *reply, void *userdata,
+				 sd_bus_error *error)
+{
+	struct svc_profile *sp = userdata;
+	struct mp_proc_stats *ps = NULL;
+	size_t n = mp_profile__procs(sp->p, NULL, 0);
+	int r;
+
+	if (n) {
+		ps = calloc(n, sizeof(*ps));
+		if (!ps)
+			return -ENOMEM;
+		size_t m = mp_profile__procs(sp->p, ps, n);
+
+		if (m < n)
+			n = m;
+	}
+	r = sd_bus_message_open_container(reply, 'a', "(us)");
+	for (size_t i = 0; r >= 0 && i < n; i++)
+		if (ps[i].detached_reason)
+			r = sd_bus_message_append(reply, "(us)", (uint32_t)ps[i].pid,
+						  ps[i].detached_reason);
+	if (r >= 0)
+		r = sd_bus_message_close_container(reply);
+	free(ps);
+	return r;
+}
+
 static int profile_stop(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	struct svc_profile *sp = userdata;
@@ -518,6 +584,8 @@ static const sd_bus_vtable profile_vtable[] = {
 	SD_BUS_PROPERTY("Directory", "s", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
 	SD_BUS_PROPERTY("StartTimestamp", "t", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
 	SD_BUS_PROPERTY("Processes", "a(usbttttddts)", prop_processes, 0, 0),
+	SD_BUS_PROPERTY("ProcessModes", "a(us)", prop_process_modes, 0, 0),
+	SD_BUS_PROPERTY("ProcessDetached", "a(us)", prop_process_detached, 0, 0),
 	SD_BUS_METHOD("Stop", "", "", profile_stop, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD("Discard", "", "", profile_discard, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_VTABLE_END

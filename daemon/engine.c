@@ -578,10 +578,30 @@ static void notify_state(struct mp_profile *p)
 		p->e->state_fn(p->e->state_ctx, p, p->state);
 }
 
+/*
+ * libmemprof-preload's records wake the ring buffer's reader only once 64 KiB are pending
+ * (bpf/memprof.bpf.c: a wakeup costs more than the sample): while a process is profiled in
+ * preload mode, the timer also fires every MP_PRELOAD_FLUSH_NS to deliver the rest.
+ */
+#define MP_PRELOAD_FLUSH_NS	50000000ull
+
+static bool preload_live(const struct mp_engine *e)
+{
+	for (struct mp_profile *p = e->profiles; p; p = p->next)
+		for (struct mp_ptrace *t = p->state != MP_PROFILE_DISCARDED ? p->list : NULL; t;
+		     t = t->next)
+			if (!t->completed && t->mode == MP_PROC_MODE_PRELOAD)
+				return true;
+	return false;
+}
+
 static void arm_timer(struct mp_engine *e)
 {
 	struct itimerspec its = { 0 };
 	uint64_t next = 0;
+
+	if (preload_live(e))
+		next = now_mono_ns() + MP_PRELOAD_FLUSH_NS;
 
 	for (struct mp_profile *p = e->profiles; p; p = p->next)
 		if (p->state == MP_PROFILE_SAMPLING && p->deadline_ns &&
@@ -607,7 +627,7 @@ static int profile_stop(struct mp_profile *p)
 	for (struct mp_ptrace *t = p->list; t; t = t->next) {
 		struct mp_proc_cfg cur;
 
-		if (t->exited || !t->in_table || !p->e->bpf)
+		if (t->exited || !t->in_table || !p->e->bpf || t->detached_reason)
 			continue;
 		/* Frees of sampled blocks keep coming; only sampling stops. */
 		if (mp_bpf__proc_get(p->e->bpf, t->pid, &cur) == 0 && cur.profile == p->id)
@@ -941,6 +961,7 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 		if (t && !t->completed)
 			trace_update_mode(t);
 	}
+	arm_timer(e);	/* the preload flush */
 }
 
 static void profile_proc_exited(struct mp_profile *p)
@@ -1177,8 +1198,18 @@ static void overhead_detach(struct mp_ptrace *t, double pct, uint64_t hits, uint
 		t->detached_reason = strdup("probe overhead exceeded the budget");
 	if (!t->detached_reason)
 		return; /* try again at the next window */
-	proc_release(p, t->pid, true);
-	mp_bpf__proc_hits_del(p->e->bpf, t->pid); /* no exit record will drop it */
+	/* Probes go (their links close in the background, a while); until then BPF ignores the
+	 * process' hits, and still reports its exit, when it leaves the "procs" map. */
+	if (p->e->bpf) {
+		struct mp_proc_cfg cfg;
+
+		if (mp_bpf__proc_get(p->e->bpf, t->pid, &cfg) == 0 && cfg.profile == p->id) {
+			cfg.flags &= ~(MP_PROC_SAMPLING | MP_PROC_FOLLOW_FORKS);
+			cfg.flags |= MP_PROC_DETACHED;
+			mp_bpf__proc_set(p->e->bpf, t->pid, &cfg);
+		}
+		mp_bpf__detach(p->e->bpf, t->pid);
+	}
 	trace_complete(t);
 	profile_proc_exited(p);
 }

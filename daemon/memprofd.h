@@ -117,6 +117,7 @@ struct svc_start_req {
 	int out_fd;			/* -1: traces under the profile's directory */
 	enum mp_unwind unwind;		/* stacks: see enum mp_unwind (0: auto) */
 	int stack_copy_size;		/* 0: engine default, < 0: none */
+	double max_overhead_pct;	/* probe cost budget per process, % of a CPU; 0: none */
 };
 
 /*

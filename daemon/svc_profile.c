@@ -331,6 +331,7 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 	opts.owner_gid = req->gid;
 	opts.format_version = req->format_version;
 	opts.zstd_level = req->zstd ? 3 : 0;
+	opts.max_overhead_pct = req->max_overhead_pct;
 	err[0] = '\0';
 	r = mp_engine__start(d->engine, &opts, req->pids, req->npids, &p, err, err_len);
 	if (r < 0) {
@@ -481,6 +482,7 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 	json_object_object_add(set, "format_version",
 			       json_object_new_int(o->format_version ? o->format_version : 2));
 	json_object_object_add(set, "zstd", json_object_new_boolean(o->zstd_level > 0));
+	json_object_object_add(set, "max_overhead_pct", json_object_new_double(o->max_overhead_pct));
 	json_object_object_add(root, "settings", set);
 
 	procs = json_object_new_array();
@@ -516,6 +518,12 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 					       json_object_new_uint64(ps[i].unmatched_frees));
 			json_object_object_add(pj, "truncated_stacks",
 					       json_object_new_uint64(ps[i].truncated_stacks));
+			json_object_object_add(pj, "probe_hits",
+					       json_object_new_uint64(ps[i].probe_hits));
+			json_object_object_add(pj, "overhead_pct",
+					       json_object_new_double(ps[i].overhead_pct));
+			json_object_object_add(pj, "detached_reason", ps[i].detached_reason ?
+					       json_object_new_string(ps[i].detached_reason) : NULL);
 			json_object_object_add(pj, "trace", ps[i].trace_path ?
 					       json_object_new_string(ps[i].trace_path) : NULL);
 			json_object_array_add(procs, pj);

@@ -4,8 +4,8 @@ LIB_OBJS	:= $(LIB_SRCS:%.c=$(B)/%.o)
 LIB_HDRS	:= $(wildcard userspace-lib/include/memprof/*.h)
 LIB_SONAME	:= libmemprof.so.0
 LIB_REAL	:= libmemprof.so.$(VERSION)
-LIB_LIBS	:= $(call pkglibs,libzstd)
-EXTRA_CFLAGS_userspace-lib := $(call pkgcflags,libzstd)
+LIB_LIBS	:= $(call pkglibs,libzstd libsystemd)
+EXTRA_CFLAGS_userspace-lib := $(call pkgcflags,libzstd libsystemd)
 
 $(B)/lib/libmemprof.a: $(LIB_OBJS)
 	$(call msg,AR,$@)
@@ -46,7 +46,8 @@ install-lib: $(B)/lib/libmemprof.a $(B)/lib/$(LIB_REAL) $(B)/lib/pkgconfig/libme
 	@# Generated again: prefix and libdir given to 'make install' win over the build's.
 	$(Q)$(LIB_PC_SED) userspace-lib/libmemprof.pc.in > $(DESTDIR)$(pkgconfigdir)/libmemprof.pc
 	$(Q)chmod 644 $(DESTDIR)$(pkgconfigdir)/libmemprof.pc
-	$(Q)$(INSTALL) -m 644 man/libmemprof.3 $(DESTDIR)$(mandir)/man3/
+	$(Q)$(INSTALL) -m 644 man/libmemprof.3 man/memprof_start.3 man/memprof_client.3 \
+		$(DESTDIR)$(mandir)/man3/
 	$(Q)$(INSTALL) -m 644 man/memprof-trace.5 $(DESTDIR)$(mandir)/man5/
 
 install: install-lib
@@ -81,3 +82,4 @@ bench-codec: $(B)/bench/codec_bench
 
 bench: bench-codec
 include userspace-lib/preload/preload.mk
+include userspace-lib/api.mk

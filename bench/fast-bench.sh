@@ -1,0 +1,78 @@
+#!/bin/bash
+# bench-fast: the cost of profiling through the cooperative fast path. bench/fast_bench (a
+# mixed-size malloc/free loop, 16..4096 bytes, 1 and 2 threads) under
+#   memprofctl record --preload --interval 524288   (a sample every 512 KiB on average)
+#   memprofctl record --preload                      (the default rate, 1e-4 per word: 80 KiB)
+# against the same loop run plain (no preload, no profiler). Runs are paired, A then B, RUNS
+# times (default 7); the ratio is taken pair by pair, reported as median (min-max), and the
+# cost per sampled block (its alloc hook, its free hook, the BPF programs, the daemon's
+# processing running concurrently) is (A - B) / blocks sampled, in µs, median over the pairs.
+# Times are the loop's own (start-up and attaching are outside). Not a test: prints a table
+# and writes bench/results/fast-latest.txt.
+set -eu
+B=${BENCH_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
+BIN=$B/bench/fast_bench
+CTL=$B/bin/memprofctl
+RUNS=${RUNS:-7}
+OPS=${OPS:-4000000}
+OUT=$(cd "$(dirname "$0")" && pwd)/results/fast-latest.txt
+
+[ "$(id -u)" -eq 0 ] || { echo "bench-fast: needs root (BPF)"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+elapsed() { awk '/^elapsed_ns/ {print $2}' "$1"; }
+
+run_a() {	# threads rate-args... -> "ns blocks"
+	local th=$1; shift
+	"$CTL" --json record --preload "$@" -o "$tmp/a.ctf" -- "$BIN" "$th" "$OPS" \
+		>"$tmp/a.out" 2>"$tmp/a.err"
+	echo "$(elapsed "$tmp/a.out") $(/usr/bin/python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        assert d["processes"][0]["mode"] == "preload", d
+        print(d["processes"][0]["blocks"])' "$tmp/a.err")"
+}
+
+run_b() {	# threads
+	"$BIN" "$1" "$OPS" >"$tmp/b.out"
+	elapsed "$tmp/b.out"
+}
+
+summary() {	# pairs file ("a_ns blocks b_ns") -> table columns
+	/usr/bin/python3 - "$1" "$OPS" "$2" <<'PY'
+import statistics as st, sys
+rows = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+ops = int(sys.argv[2]) * int(sys.argv[3])
+ratio = [a / b for a, _, b in rows]
+per = [(a - b) / n / 1000 for a, n, b in rows if n > 0]
+a = st.median(r[0] for r in rows) / ops
+b = st.median(r[2] for r in rows) / ops
+print(f"{a:7.2f} {b:7.2f}  {st.median(ratio):.3f} ({min(ratio):.3f}-{max(ratio):.3f})"
+      f"  {st.median(r[1] for r in rows):8.0f}  {st.median(per):6.2f}")
+PY
+}
+
+{
+echo "bench-fast: $(date -u +%FT%TZ) $(uname -r), $RUNS paired runs of $OPS ops per thread"
+printf '%-8s %-14s %7s %7s  %-21s %8s  %s\n' threads rate "A ns/op" "B ns/op" \
+	"ratio A/B (min-max)" blocks "µs/sampled block (incl. free)"
+for th in 1 2; do
+	for cfg in 512KiB default; do
+		case $cfg in
+		512KiB) args=(--interval 524288) ;;
+		default) args=() ;;
+		esac
+		run_a "$th" "${args[@]}" >/dev/null	# warm-up
+		: >"$tmp/pairs"
+		for _ in $(seq "$RUNS"); do
+			a=$(run_a "$th" "${args[@]}")
+			b=$(run_b "$th")
+			echo "$a $b" >>"$tmp/pairs"
+		done
+		printf '%-8s %-14s %s\n' "$th" "$cfg" "$(summary "$tmp/pairs" "$th")"
+	done
+done
+} | tee "$OUT"
