@@ -8,7 +8,8 @@
 # cost per sampled block (its alloc hook, its free hook, the BPF programs, the daemon's
 # processing running concurrently) is (A - B) / blocks sampled, in µs, median over the pairs.
 # Times are the loop's own (start-up and attaching are outside). Not a test: prints a table
-# and writes bench/results/fast-latest.txt.
+# and writes bench/results/fast-latest.txt. The machine must be otherwise idle: other load
+# shows up as noise in the ratio's min-max.
 set -eu
 B=${BENCH_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
 BIN=$B/bench/fast_bench
@@ -44,14 +45,19 @@ run_b() {	# threads
 summary() {	# pairs file ("a_ns blocks b_ns") -> table columns
 	/usr/bin/python3 - "$1" "$OPS" "$2" <<'PY'
 import statistics as st, sys
-rows = [tuple(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+lines = [l.split() for l in open(sys.argv[1]) if l.strip()]
+rows = [tuple(map(float, f)) for f in lines if len(f) == 3]
+failed = len(lines) - len(rows)
+if not rows:
+    print("every run failed"); sys.exit(0)
 ops = int(sys.argv[2]) * int(sys.argv[3])
 ratio = [a / b for a, _, b in rows]
 per = [(a - b) / n / 1000 for a, n, b in rows if n > 0]
 a = st.median(r[0] for r in rows) / ops
 b = st.median(r[2] for r in rows) / ops
 print(f"{a:7.2f} {b:7.2f}  {st.median(ratio):.3f} ({min(ratio):.3f}-{max(ratio):.3f})"
-      f"  {st.median(r[1] for r in rows):8.0f}  {st.median(per):6.2f}")
+      f"  {st.median(r[1] for r in rows):8.0f}  {st.median(per):6.2f}"
+      + (f"  ({failed} failed runs left out)" if failed else ""))
 PY
 }
 
@@ -68,8 +74,8 @@ for th in 1 2; do
 		run_a "$th" "${args[@]}" >/dev/null	# warm-up
 		: >"$tmp/pairs"
 		for _ in $(seq "$RUNS"); do
-			a=$(run_a "$th" "${args[@]}")
-			b=$(run_b "$th")
+			a=$(run_a "$th" "${args[@]}" || echo failed)
+			b=$(run_b "$th" || echo failed)
 			echo "$a $b" >>"$tmp/pairs"
 		done
 		printf '%-8s %-14s %s\n' "$th" "$cfg" "$(summary "$tmp/pairs" "$th")"

@@ -14,6 +14,11 @@
  * The outer call is recognised by its stack pointer: a nested call, or a tail call, runs at a
  * stack pointer <= the outer call's entry stack pointer. A stale state (a return we never saw)
  * is recognised by a call at a higher stack pointer and dropped.
+ *
+ * Sessions (mp_session, Linux 6.13+): one program for entry and return; the entry half skips the
+ * return half of calls that hold no sample point, so such a call leaves no depth behind. Its
+ * frame is remembered instead (noret_*): a later call is nested in it while its return address
+ * is still at its entry stack pointer (nested_noret()).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -494,7 +499,8 @@ static __always_inline int emit_ustack_pages(struct pt_regs *ctx, const struct t
 	__u8 *data;
 	__u32 i;
 
-	if (bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) + MP_USTACK_RECORD(cap) > MP_USTACK_RING_LIMIT)
+	if (bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) + MP_USTACK_RECORD(cap) >
+	    MP_USTACK_RING_LIMIT)
 		return -1;
 	e = bpf_ringbuf_reserve(&rb, MP_USTACK_RECORD(cap), 0);
 	if (!e)
@@ -952,7 +958,7 @@ int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
  * records as the uprobe programs, marked MP_KIND_F_PRELOAD; the library's own table filters
  * frees, so no "sampled" entry is kept here.
  */
-#define BPF_USDT_MAX_SPEC_CNT	2048	/* two specs per process profiled through the library */
+#define BPF_USDT_MAX_SPEC_CNT	2048	/* two per process profiled through the library */
 #define BPF_USDT_MAX_IP_CNT	256	/* unused: the kernel has BPF cookies */
 #include <bpf/usdt.bpf.h>
 

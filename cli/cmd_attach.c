@@ -51,16 +51,16 @@ int cmd_attach(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
-	struct ctl_start_opts o = { .out_fd = -1 };
+	struct memprof_client_start_opts o = { .sz = sizeof(o) };
+	struct memprof_client_profile *p = NULL;
+	struct memprof_client *cl = NULL;
 	const char *output = NULL;
-	struct ctl_profile p;
-	sd_bus *bus = NULL;
 	bool wait = false;
 	pid_t *pids = NULL;
 	size_t npids = 0;
 	uint32_t id;
 	char *end;
-	int c, ret = 1;
+	int c, r, ret = 1, out_fd = -1;
 	unsigned long v;
 
 	while ((c = getopt_long(argc, argv, "r:d:o:zwjh", opts, NULL)) != -1) {
@@ -150,42 +150,52 @@ int cmd_attach(int argc, char **argv)
 		pids[npids++] = (pid_t)v;
 	}
 
-	if (ctl_bus_connect(&bus, false) < 0)
+	if (ctl_bus_connect(&cl, false) < 0)
 		goto out;
 	if (output) {
 		/* Opened here, with the caller's rights; memprofd only gets the descriptor. */
-		o.out_fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (o.out_fd < 0) {
+		out_fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (out_fd < 0) {
 			ctl_fail("attach", "Failed to open '%s': %s", output, strerror(errno));
 			goto out;
 		}
 	}
-	if (ctl_bus_start(bus, "attach", pids, npids, &o, &id) < 0)
+	r = memprof_client__start_ex(cl, pids, npids, &o, out_fd, &id);
+	if (r < 0) {
+		ctl_fail_client("attach", cl, r);
 		goto out;
-	if (o.out_fd >= 0) {
-		close(o.out_fd);
-		o.out_fd = -1;
+	}
+	if (out_fd >= 0) {
+		close(out_fd);
+		out_fd = -1;
 	}
 	if (wait) {
-		if (ctl_bus_wait_stopped(bus, "attach", id, true) < 0 ||
-		    ctl_bus_discard(bus, "attach", id) < 0)
+		if (ctl_wait_stopped(cl, "attach", id, true) < 0)
 			goto out;
+		r = memprof_client__discard(cl, id);
+		if (r < 0) {
+			ctl_fail_client("attach", cl, r);
+			goto out;
+		}
 	}
-	if (ctl_bus_get_profile(bus, "attach", id, &p) < 0)
+	r = memprof_client__profile(cl, id, &p);
+	if (r < 0) {
+		ctl_fail_client("attach", cl, r);
 		goto out;
-	if (wait || ctl.json) {
-		ctl_print_profile(&p);
-	} else {
-		printf("Profile %" PRIu32 " %s %zu process(es); traces in %s%s%s\n", id, p.state,
-		       npids, output ? output : p.directory, output ? " (first process), " : "",
-		       output ? p.directory : "");
 	}
-	ctl_profile_done(&p);
+	if (wait || ctl.json) {
+		ctl_print_profile(p);
+	} else {
+		printf("Profile %" PRIu32 " %s %zu process(es); traces in %s%s%s\n", id,
+		       p->state_name, npids, output ? output : p->directory,
+		       output ? " (first process), " : "", output ? p->directory : "");
+	}
+	memprof_client_profile__free(p);
 	ret = 0;
 out:
-	if (o.out_fd >= 0)
-		close(o.out_fd);
+	if (out_fd >= 0)
+		close(out_fd);
 	free(pids);
-	sd_bus_flush_close_unref(bus);
+	memprof_client__free(cl);
 	return ret;
 }

@@ -10,74 +10,52 @@
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
 
-/* Print ListProfiles' a(usoudau); also count states into @counts (sampling, stopped, discarded). */
-int ctl_list_profiles(sd_bus *bus, const char *cmd, bool print, unsigned int counts[3])
+/* Print ListProfiles' profiles; also count states into @counts (sampling, stopped, discarded). */
+int ctl_list_profiles(struct memprof_client *c, const char *cmd, bool print,
+		      unsigned int counts[3])
 {
-	sd_bus_error error = SD_BUS_ERROR_NULL;
-	sd_bus_message *reply = NULL;
+	struct memprof_client_entry *v;
 	struct json_object *arr = NULL;
-	unsigned int n = 0;
+	size_t n;
 	int r;
 
-	r = sd_bus_call_method(bus, NULL, "/org/memprofd", "org.memprofd.Manager1", "ListProfiles",
-			       &error, &reply, "");
+	r = memprof_client__list(c, &v, &n);
 	if (r < 0) {
-		ctl_fail_bus(cmd, "Failed to list profiles", &error, r);
-		sd_bus_error_free(&error);
+		ctl_fail_client(cmd, c, r);
 		return r;
 	}
 	if (print && ctl.json)
 		arr = json_object_new_array();
 	else if (print)
 		printf("%-6s %-10s %-6s %-10s %s\n", "ID", "STATE", "OWNER", "RATE", "PROCESSES");
-	r = sd_bus_message_enter_container(reply, 'a', "(usoudau)");
-	while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'r', "usoudau")) > 0) {
-		const char *state, *path;
-		uint32_t id, owner, pid;
-		struct json_object *o = NULL, *pj = NULL;
-		double rate;
+	for (size_t i = 0; i < n; i++) {
+		const struct memprof_client_entry *e = &v[i];
 
-		r = sd_bus_message_read(reply, "usoud", &id, &state, &path, &owner, &rate);
-		if (r < 0)
-			break;
-		n++;
 		if (counts)
-			counts[!strcmp(state, "sampling") ? 0 : !strcmp(state, "stopped") ? 1 : 2]++;
+			counts[e->state == MEMPROF_CLIENT_SAMPLING ? 0 :
+			       e->state == MEMPROF_CLIENT_STOPPED ? 1 : 2]++;
 		if (arr) {
-			o = json_object_new_object();
-			pj = json_object_new_array();
-			json_object_object_add(o, "id", json_object_new_int64(id));
-			json_object_object_add(o, "state", json_object_new_string(state));
-			json_object_object_add(o, "path", json_object_new_string(path));
-			json_object_object_add(o, "owner_uid", json_object_new_int64(owner));
-			json_object_object_add(o, "rate", json_object_new_double(rate));
-		} else if (print) {
-			printf("%-6" PRIu32 " %-10s %-6" PRIu32 " %-10g", id, state, owner, rate);
-		}
-		r = sd_bus_message_enter_container(reply, 'a', "u");
-		while (r >= 0 && (r = sd_bus_message_read(reply, "u", &pid)) > 0) {
-			if (pj)
-				json_object_array_add(pj, json_object_new_int64(pid));
-			else if (print)
-				printf(" %" PRIu32, pid);
-		}
-		if (r >= 0)
-			r = sd_bus_message_exit_container(reply);
-		if (r >= 0)
-			r = sd_bus_message_exit_container(reply);
-		if (o) {
+			struct json_object *o = json_object_new_object();
+			struct json_object *pj = json_object_new_array();
+
+			json_object_object_add(o, "id", json_object_new_int64(e->id));
+			json_object_object_add(o, "state", json_object_new_string(e->state_name));
+			json_object_object_add(o, "path", json_object_new_string(e->path));
+			json_object_object_add(o, "owner_uid", json_object_new_int64(e->owner_uid));
+			json_object_object_add(o, "rate", json_object_new_double(e->rate));
+			for (size_t k = 0; k < e->npids; k++)
+				json_object_array_add(pj, json_object_new_int64(e->pids[k]));
 			json_object_object_add(o, "pids", pj);
 			json_object_array_add(arr, o);
 		} else if (print) {
+			printf("%-6" PRIu32 " %-10s %-6" PRIu32 " %-10g", e->id, e->state_name,
+			       e->owner_uid, e->rate);
+			for (size_t k = 0; k < e->npids; k++)
+				printf(" %d", (int)e->pids[k]);
 			printf("\n");
 		}
 	}
-	sd_bus_message_unref(reply);
-	if (r < 0) {
-		json_object_put(arr);
-		ctl_fail(cmd, "Failed to parse the list of profiles: %s", strerror(-r));
-		return r;
-	}
+	memprof_client_list__free(v, n);
 	if (arr) {
 		printf("%s\n", json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PRETTY |
 							       JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -93,7 +71,7 @@ int cmd_list(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
-	sd_bus *bus = NULL;
+	struct memprof_client *cl = NULL;
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
@@ -119,9 +97,9 @@ int cmd_list(int argc, char **argv)
 		fprintf(stderr, "memprofctl list: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
-	if (ctl_bus_connect(&bus, false) < 0)
+	if (ctl_bus_connect(&cl, false) < 0)
 		return 1;
-	r = ctl_list_profiles(bus, "list", true, NULL);
-	sd_bus_flush_close_unref(bus);
+	r = ctl_list_profiles(cl, "list", true, NULL);
+	memprof_client__free(cl);
 	return r < 0 ? 1 : 0;
 }

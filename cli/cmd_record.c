@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * memprofctl record [OPTIONS] -- CMD [ARGS...]: run CMD under the sampling engine, in this
- * process (no memprofd needed), and write its trace(s) when it exits.
+ * process (no memprofd needed), and write its trace(s) when it exits. When memprofd is
+ * reachable the daemon samples instead and this process keeps the ptrace part
+ * (cli/record_daemon.c); --daemon / --no-daemon force either way.
  *
  * Probes must be in place before the new image runs any code of its own, but the libraries
  * whose allocators we probe are mapped by the dynamic linker after exec. So the child runs
@@ -35,6 +37,8 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/ctl_bus.h"
+#include "cli/record_daemon.h"
 #include "cli/record_trace.h"
 #include "daemon/engine.h"
 
@@ -67,7 +71,11 @@ static void record_usage(FILE *f)
 		"                           it samples in-process and traps only on samples\n"
 		"      --max-overhead PCT   detach a process whose probes cost more than PCT %%\n"
 		"                           of one CPU (1 s average); 0 = unlimited (default)\n"
-		"  -h, --help               show this help\n");
+		"      --daemon             record through memprofd (fail if it is not reachable)\n"
+		"      --no-daemon          record in this process even if memprofd is reachable\n"
+		"  -h, --help               show this help\n"
+		"\n"
+		"Through memprofd when its socket answers (--seed: in-process), else in-process.\n");
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -273,14 +281,7 @@ static void hand_off_probe_release(void)
 
 static void human(double bytes, char *buf, size_t len)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	unsigned int u = 0;
-
-	while (fabs(bytes) >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
-		bytes /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u ? "%.2f %s" : "%.0f %s", bytes, units[u]);
+	ctl_human_bytes(bytes, 2, buf, len);
 }
 
 static void json_str(FILE *f, const char *s)
@@ -393,9 +394,9 @@ static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint6
 		cut += ps[i].window_cut_stacks;
 		if (ps[i].mode == MP_PROC_MODE_PRELOAD)
 			fprintf(stderr, "memprofctl record: %s (pid %d): sampled in-process by "
-				"libmemprof-preload (%" PRIu64 " samples drawn, %" PRIu64 " lost in the "
-				"library)\n", ps[i].comm, (int)ps[i].pid, ps[i].preload_samples,
-				ps[i].preload_lost);
+				"libmemprof-preload (%" PRIu64 " samples drawn, %" PRIu64
+				" lost in the library)\n", ps[i].comm, (int)ps[i].pid,
+				ps[i].preload_samples, ps[i].preload_lost);
 	}
 	free(ps);
 	mp_engine__stats(e, st, MP_STAT__MAX);
@@ -422,8 +423,9 @@ static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint6
 		fprintf(stderr, "memprofctl record: %" PRIu64 " stacks were truncated to "
 			"--callstack-size %u frames\n", trunc, mp_profile__opts(p)->callstack_size);
 	if (dwarf || cut)
-		fprintf(stderr, "memprofctl record: %" PRIu64 " stacks unwound with DWARF (--unwind "
-			"%s), %" PRIu64 " of them cut where the %d-byte stack copy ended\n", dwarf,
+		fprintf(stderr, "memprofctl record: %" PRIu64 " stacks unwound with DWARF "
+			"(--unwind %s), %" PRIu64 " of them cut where the %d-byte stack copy "
+			"ended\n", dwarf,
 			mp_unwind__name(mp_profile__opts(p)->unwind), cut,
 			mp_profile__opts(p)->stack_copy_size);
 	fprintf(stderr, "memprofctl record: %" PRIu64 " allocator calls probed, %" PRIu64
@@ -439,13 +441,14 @@ struct record_opts {
 	char **cmd;
 	bool preload;			/* --preload: the cooperative fast path */
 	const char *preload_lib;	/* --preload=LIB */
+	enum record_daemon_mode daemon;	/* --daemon, --no-daemon */
 };
 
 static int parse_args(int argc, char **argv, struct record_opts *o)
 {
 	enum { OPT_INTERVAL = 256, OPT_CALLSTACK, OPT_NO_FOLLOW, OPT_SEED, OPT_FORMAT, OPT_ZSTD,
 	       OPT_PRELOAD, OPT_MAX_OVERHEAD, OPT_UNWIND,
-	       OPT_STACK_COPY };
+	       OPT_STACK_COPY, OPT_DAEMON, OPT_NO_DAEMON };
 	static const struct option opts[] = {
 		{ "rate", required_argument, NULL, 'r' },
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
@@ -459,6 +462,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		{ "zstd", no_argument, NULL, OPT_ZSTD },
 		{ "preload", optional_argument, NULL, OPT_PRELOAD },
 		{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
+		{ "daemon", no_argument, NULL, OPT_DAEMON },
+		{ "no-daemon", no_argument, NULL, OPT_NO_DAEMON },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
@@ -556,6 +561,10 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 					"percentage of one CPU >= 0 (0 = unlimited)\n", optarg);
 				return 2;
 			}
+			break;
+		case OPT_DAEMON:
+		case OPT_NO_DAEMON:
+			o->daemon = c == OPT_DAEMON ? RECORD_DAEMON_REQUIRE : RECORD_DAEMON_NEVER;
 			break;
 		case 'h':
 			record_usage(stdout);
@@ -681,6 +690,7 @@ int cmd_record(int argc, char **argv)
 	struct record_opts o = { .popts = { .sz = sizeof(o.popts), .out_fd = -1 },
 				 .eopts = { .sz = sizeof(o.eopts) } };
 	uint64_t base[MP_STAT__MAX] = { 0 };
+	struct record_daemon *rd = NULL;
 	struct mp_engine *e = NULL;
 	struct mp_profile *p = NULL;
 	sigset_t mask, old;
@@ -712,8 +722,13 @@ int cmd_record(int argc, char **argv)
 	sigaddset(&mask, SIGQUIT);
 	sigaddset(&mask, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &mask, &old);
-	e = mp_engine__new(&o.eopts);
-	if (!e) {
+	if (record_daemon__open(o.daemon, o.eopts.has_seed, &rd) < 0) {
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		return 1;
+	}
+	if (!rd)
+		e = mp_engine__new(&o.eopts);
+	if (!e && !rd) {
 		err = errno;
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		if (err == EPERM || err == EACCES)
@@ -724,7 +739,8 @@ int cmd_record(int argc, char **argv)
 				"%s\n", strerror(err));
 		return 1;
 	}
-	mp_engine__stats(e, base, MP_STAT__MAX);
+	if (e)
+		mp_engine__stats(e, base, MP_STAT__MAX);
 
 	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sigfd < 0 || pipe2(errpipe, O_CLOEXEC) || pipe2(go, O_CLOEXEC)) {
@@ -782,18 +798,30 @@ int cmd_record(int argc, char **argv)
 		kill(child, SIGKILL);
 		goto out_kill;
 	}
-	r = mp_engine__start(e, &o.popts, &child, 1, &p, errmsg, sizeof(errmsg));
+	if (rd)
+		r = record_daemon__start(rd, &o.popts, child, o.preload, o.cmd[0]);
+	else
+		r = mp_engine__start(e, &o.popts, &child, 1, &p, errmsg, sizeof(errmsg));
+	if (r && rd) {
+		kill(child, SIGKILL);
+		goto out_kill;
+	}
 	if (r) {
 		fprintf(stderr, "memprofctl record: %s\n",
 			errmsg[0] ? errmsg : strerror(-r));
 		kill(child, SIGKILL);
 		goto out_kill;
 	}
-	hand_off_probe_release();
-	if (o.preload)
+	if (!rd)
+		hand_off_probe_release();
+	if (o.preload && !rd)
 		preload_check(p, o.cmd[0]);
 	running = true;
-	r = record_trace__run(e, child, !o.popts.no_follow_forks, sigfd, &st, &tstats);
+	if (rd)
+		r = record_trace__run_sync(record_daemon__sync(rd), child,
+					   !o.popts.no_follow_forks, sigfd, &st, &tstats);
+	else
+		r = record_trace__run(e, child, !o.popts.no_follow_forks, sigfd, &st, &tstats);
 	if (r == 0)
 		reaped = true;
 	else
@@ -825,6 +853,8 @@ out_kill:
 			fprintf(stderr, "memprofctl record: '%s' was killed by signal %d (%s)\n",
 				o.cmd[0], WTERMSIG(st), strsignal(WTERMSIG(st)));
 	}
+	if (rd && running)
+		record_daemon__finish(rd, reaped ? st : -1, o.cmd[0]);
 	if (!reaped)
 		ret = 1;
 out:
@@ -839,6 +869,7 @@ out:
 	if (errpipe[1] >= 0)
 		close(errpipe[1]);
 	mp_engine__free(e);
+	record_daemon__free(rd);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	return ret;
 }

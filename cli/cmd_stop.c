@@ -34,7 +34,7 @@ int ctl_stop_or_discard(int argc, char **argv, bool discard)
 		{}
 	};
 	const char *cmd = discard ? "discard" : "stop";
-	sd_bus *bus = NULL;
+	struct memprof_client *cl = NULL;
 	uint32_t id;
 	int c, r;
 
@@ -71,10 +71,12 @@ int ctl_stop_or_discard(int argc, char **argv, bool discard)
 	}
 	if (ctl_parse_id(cmd, argv[optind], &id) < 0)
 		return 2;
-	if (ctl_bus_connect(&bus, false) < 0)
+	if (ctl_bus_connect(&cl, false) < 0)
 		return 1;
-	r = discard ? ctl_bus_discard(bus, cmd, id) : ctl_bus_stop(bus, cmd, id);
-	sd_bus_flush_close_unref(bus);
+	r = discard ? memprof_client__discard(cl, id) : memprof_client__stop(cl, id);
+	if (r < 0)
+		ctl_fail_client(cmd, cl, r);
+	memprof_client__free(cl);
 	if (r < 0)
 		return 1;
 	if (ctl.json)

@@ -55,10 +55,11 @@ enum task_state {
 struct task {
 	pid_t tid;
 	enum task_state st;
+	pid_t creator;	/* TK_NEW_STOPPED: the process that made it (its event may never come) */
 };
 
 struct rtrace {
-	struct mp_engine *e;
+	const struct record_sync *sync;
 	pid_t root;
 	bool follow_forks;
 	bool root_done;
@@ -249,6 +250,7 @@ static struct task *task_add(struct rtrace *t, pid_t tid, enum task_state st)
 	k = &t->tasks[t->ntasks++];
 	k->tid = tid;
 	k->st = st;
+	k->creator = 0;
 	return k;
 }
 
@@ -273,11 +275,12 @@ static void task_detach(struct rtrace *t, pid_t tid, int sig)
 	task_del(t, tid);
 }
 
-/* Thread group of @tid, from /proc (0 if gone). */
-static pid_t task_tgid(pid_t tid)
+/* A "Name: <pid>" field of /proc/@tid/status (0 if gone). */
+static pid_t status_pid(pid_t tid, const char *field)
 {
 	char path[64], line[128];
-	pid_t tgid = 0;
+	size_t n = strlen(field);
+	pid_t v = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
@@ -285,11 +288,28 @@ static pid_t task_tgid(pid_t tid)
 	if (!f)
 		return 0;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+		if (!strncmp(line, field, n) && line[n] == ':') {
+			v = (pid_t)atoi(line + n + 1);
 			break;
+		}
 	fclose(f);
-	return tgid;
+	return v;
 }
+
+static pid_t task_tgid(pid_t tid)
+{
+	return status_pid(tid, "Tgid");
+}
+
+/* The process that created the new task @tid: its own process for a thread, else its parent. */
+static pid_t task_creator(pid_t tid)
+{
+	pid_t tg = task_tgid(tid);
+
+	return tg && tg != tid ? tg : status_pid(tid, "PPid");
+}
+
+static void on_new_task(struct rtrace *t, pid_t parent, pid_t child, unsigned int ev);
 
 /* ---- events ---- */
 
@@ -299,6 +319,14 @@ static void on_exit_status(struct rtrace *t, pid_t tid, int st)
 	if (tid == t->root) {
 		t->root_done = true;
 		t->root_status = st;
+	}
+	/* Killed between creating a task and reporting it (a fatal signal skips the event
+	 * stop): its new tasks would wait for that event forever. */
+	for (size_t i = 0; i < t->ntasks; i++) {
+		if (t->tasks[i].st != TK_NEW_STOPPED || t->tasks[i].creator != tid)
+			continue;
+		on_new_task(t, tid, t->tasks[i].tid, PTRACE_EVENT_FORK);
+		i = (size_t)-1;	/* the table may have changed: rescan */
 	}
 }
 
@@ -319,7 +347,7 @@ static void on_new_task(struct rtrace *t, pid_t parent, pid_t child, unsigned in
 		t->stats->threads++;
 	} else {
 		t->stats->forks++;
-		r = mp_engine__sync_pid(t->e, child, err, sizeof(err));
+		r = t->sync->sync_pid(t->sync->ctx, child, true, err, sizeof(err));
 		if (r == 0) {
 			follow = false;
 			t->stats->unfollowed++;
@@ -361,7 +389,7 @@ static void on_exec(struct rtrace *t, pid_t pid)
 	if (r)
 		fprintf(stderr, PFX "Failed to run process %d up to its dynamic linking after exec: "
 			"%s; its libraries are probed late\n", (int)pid, strerror(-r));
-	r = mp_engine__sync_pid(t->e, pid, err, sizeof(err));
+	r = t->sync->sync_pid(t->sync->ctx, pid, false, err, sizeof(err));
 	if (r == 0) {
 		task_detach(t, pid, 0);	/* no profile holds it */
 		return;
@@ -383,10 +411,13 @@ static void on_stop(struct rtrace *t, pid_t tid, int st)
 
 	if (!k) {
 		/* a new task whose creator's event is still to come */
-		if (!task_add(t, tid, TK_NEW_STOPPED)) {
+		k = task_add(t, tid, TK_NEW_STOPPED);
+		if (!k) {
 			t->stats->lost++;
 			ptrace(PTRACE_DETACH, tid, NULL, NULL);
+			return;
 		}
+		k->creator = task_creator(tid);
 		return;
 	}
 	switch (k->st) {
@@ -498,10 +529,31 @@ static void detach_all(struct rtrace *t)
 	}
 }
 
+static int engine_sync(void *ctx, pid_t pid, bool forked, char *err, size_t err_len)
+{
+	(void)forked;
+	return mp_engine__sync_pid(ctx, pid, err, err_len);
+}
+
+static int engine_process(void *ctx)
+{
+	return mp_engine__process(ctx);
+}
+
 int record_trace__run(struct mp_engine *e, pid_t root, bool follow_forks, int sigfd,
 		      int *root_status, struct record_trace_stats *stats)
 {
-	struct rtrace t = { .e = e, .root = root, .follow_forks = follow_forks, .stats = stats };
+	const struct record_sync s = { .sync_pid = engine_sync, .process = engine_process,
+				       .fd = mp_engine__fd(e), .ctx = e };
+
+	return record_trace__run_sync(&s, root, follow_forks, sigfd, root_status, stats);
+}
+
+int record_trace__run_sync(const struct record_sync *sync, pid_t root, bool follow_forks,
+			   int sigfd, int *root_status, struct record_trace_stats *stats)
+{
+	struct rtrace t = { .sync = sync, .root = root, .follow_forks = follow_forks,
+			    .stats = stats };
 	int r = 0;
 
 	memset(stats, 0, sizeof(*stats));
@@ -510,11 +562,13 @@ int record_trace__run(struct mp_engine *e, pid_t root, bool follow_forks, int si
 	task_resume(&t, root, 0);
 	while (!t.root_done) {
 		struct pollfd pfd[2] = {
-			{ .fd = mp_engine__fd(e), .events = POLLIN },
+			{ .fd = sync->fd, .events = POLLIN },
 			{ .fd = sigfd, .events = POLLIN },
 		};
 
 		r = drain(&t);
+		if (r == -ECHILD && t.root_done)
+			r = 0;	/* CMD was the last child we had */
 		if (r < 0) {
 			fprintf(stderr, PFX "Failed to wait for process %d: %s\n", (int)root,
 				strerror(-r));
@@ -529,8 +583,8 @@ int record_trace__run(struct mp_engine *e, pid_t root, bool follow_forks, int si
 			fprintf(stderr, PFX "poll failed: %s\n", strerror(errno));
 			break;
 		}
-		if (pfd[0].revents) {
-			r = mp_engine__process(e);
+		if (pfd[0].revents && sync->process) {
+			r = sync->process(sync->ctx);
 			if (r < 0) {
 				fprintf(stderr, PFX "Failed to read events: %s\n", strerror(-r));
 				break;

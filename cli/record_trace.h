@@ -5,12 +5,13 @@
  * exec'd image is stopped before it runs code of its own until its probes are attached.
  * See cli/record_trace.c.
  *
- * Owner: the record command (cli/cmd_record.c is its only user).
+ * Owner: the record command (cli/cmd_record.c and cli/record_daemon.c are its users).
  */
 #ifndef MEMPROFCTL_RECORD_TRACE_H
 #define MEMPROFCTL_RECORD_TRACE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -52,6 +53,25 @@ int record_trace__run_to(pid_t pid, uint64_t addr, uint64_t state_addr, int *st)
 /* cli/cmd_record.c: bring @pid, stopped right after exec, to where every library it links is
  * mapped and no code of its own has run (see there). Same returns as record_trace__run_to(). */
 int record_run_to_link_map(pid_t pid, int *st);
+
+/*
+ * Who attaches the probes of a held process: the in-process engine (record_trace__run()) or
+ * memprofd (cli/record_daemon.c, Profile1.AddProcess).
+ */
+struct record_sync {
+	/*
+	 * @pid, held stopped right after its fork (@forked) or exec, is brought in sync. Returns
+	 * 1 (followed, probes attached), 0 (not followed: let it go), or -errno (@err says why).
+	 */
+	int (*sync_pid)(void *ctx, pid_t pid, bool forked, char *err, size_t err_len);
+	int (*process)(void *ctx);	/* @fd is readable (NULL: nothing to do) */
+	int fd;				/* polled with the signalfd; -1: none */
+	void *ctx;
+};
+
+/* record_trace__run() with another way of syncing held processes. */
+int record_trace__run_sync(const struct record_sync *sync, pid_t root, bool follow_forks,
+			   int sigfd, int *root_status, struct record_trace_stats *stats);
 
 /*
  * The event loop of a recording: @root (seized, probed and stopped at its link map) is let go;

@@ -15,6 +15,39 @@
  * perf events of the task stay valid (their target is the task, whose mm is the new one), so
  * objects of the new image with the same inode are probed from their first instruction; new
  * objects are attached when the EXEC record is seen.
+ *
+ * Probe placement (daemon/placement.h). A uprobe hit on an instruction the kernel emulates
+ * (push of a 64-bit register, nop, the 5-byte nop, jmp/call/jcc rel) costs a trap, ~0.6-0.9 us
+ * here; any other instruction is single-stepped out of line, 12-16 us (uprobe-cost.md table 3).
+ * So each allocator's probe goes on the first emulated instruction that every call we care
+ * about reaches, provided nothing before it writes %rsp or an argument register the entry
+ * program reads (only "transparent" instructions are skipped), no branch lands in the skipped
+ * bytes, and, for free-like functions, the `test %rdi,%rdi; je` NULL check is stepped over
+ * (free(NULL) is no event). Otherwise the probe stays on the entry, and the log says why.
+ * glibc 2.36: malloc, calloc, realloc start with an emulated push; free starts with
+ * `test %rdi,%rdi` and is probed at free+9 (`push %rbp`), posix_memalign at +7 past a
+ * `cmpb $0,...(%rip)`. Every placement is logged at debug level; MP_PLACEMENT=entry forces
+ * entry probes (tests, benchmarks). tests/bpf/overhead-placement.sh checks the real libc.
+ *
+ * Return probes and uprobe sessions. The address of a block is only known at return. With
+ * uprobe sessions (Linux 6.13+, attach type BPF_TRACE_UPROBE_SESSION: one program, entry and
+ * return halves told apart by bpf_session_is_return()), the entry half returns 1 for a call
+ * that holds no sample point, and the kernel then skips its return half; only sampled calls
+ * (and reallocs of a sampled block) pay for a return probe. Sessions are used when the program
+ * loads and a self-test on our own process behaves (first entry returns 0 and gets its return
+ * half, second returns 1 and does not); otherwise entry + return probes (uprobe_multi links
+ * of mp_entry and mp_ret, or perf-event uprobes). MP_BPF_NO_SESSION=1 and
+ * MP_BPF_NO_UPROBE_MULTI=1 force the fallbacks. The nesting rule of bpf/memprof.bpf.c needs
+ * care then: a skipped return leaves no depth to undo, so the entry remembers the call's frame
+ * (stack pointer and the return address stored there) and a later call is nested only while
+ * that frame still holds that return address (nested_noret()).
+ *
+ * Probe cost and overhead control. At open, the loader times its own mp_bpf_self_target (which
+ * starts with an emulated push, like malloc) without probes, with the entry program and with a
+ * return probe too, in the mode the targets get: mp_bpf_counters.entry_cost_ns and
+ * return_cost_ns (MP_PROBE_COST_NS="E,R" sets them). BPF counts each profiled process' entry
+ * and return hits (per-CPU hash "phits", mp_bpf__proc_hits()); the engine multiplies the two
+ * to enforce mp_profile_opts.max_overhead_pct.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -1871,7 +1904,8 @@ static int pl_find(pid_t pid, struct pl_found *pf)
 		name = line + pos;
 		line[strcspn(line, "\n")] = 0;
 		base = strrchr(name, '/') + 1;
-		if (strncmp(base, PL_LIB_PREFIX, strlen(PL_LIB_PREFIX)) || strstr(name, " (deleted)"))
+		if (strncmp(base, PL_LIB_PREFIX, strlen(PL_LIB_PREFIX)) ||
+		    strstr(name, " (deleted)"))
 			continue;
 		if (!found) {
 			snprintf(file, sizeof(file), "%s", name);

@@ -4,6 +4,10 @@
  * lifecycle programs, resolves allocator symbols in a process' mapped objects and attaches
  * pid-filtered uprobes to them, and delivers ring-buffer records (bpf/memprof.h) to a callback.
  *
+ * Where probes go (emulated instructions, never single-stepped ones when avoidable), uprobe
+ * sessions versus entry + return probes, and the probe cost calibration behind the overhead
+ * budget: see the comment at the top of daemon/bpf_loader.c.
+ *
  * Owner: the BPF/probes component. The engine (daemon/engine.c) is its only user.
  */
 #ifndef MEMPROFD_BPF_LOADER_H

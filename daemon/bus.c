@@ -570,6 +570,57 @@ static int profile_discard(sd_bus_message *m, void *userdata, sd_bus_error *erro
 	return profile_op(sp->d->bus, m, sp, sp->id, svc_profile__discard, "discard", error);
 }
 
+/* AddProcess(u pid, a{sv} options) -> (b followed); options: "output" (h). */
+static int profile_add_process(sd_bus_message *m, void *userdata, sd_bus_error *error)
+{
+	struct svc_profile *sp = userdata;
+	struct mp_bus_server *s = sp->d->bus;
+	struct caller c;
+	uint32_t pid;
+	char err[512];
+	int r, out_fd = -1;
+
+	r = get_caller(s, m, &c, error);
+	if (r < 0)
+		return r;
+	r = sd_bus_message_read(m, "u", &pid);
+	if (r < 0 || pid == 0 || pid > INT32_MAX)
+		return sd_bus_error_setf(error, MP_BUS_ERR_INVALID, "Expected a process id");
+	r = sd_bus_message_enter_container(m, 'a', "{sv}");
+	if (r < 0)
+		return sd_bus_error_setf(error, MP_BUS_ERR_INVALID, "Expected options of type a{sv}");
+	while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+		const char *key;
+
+		r = sd_bus_message_read(m, "s", &key);
+		if (r < 0)
+			return r;
+		if (strcmp(key, "output"))
+			return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+						 "Unknown option '%s' (known: output)", key);
+		r = read_opt(m, key, "h", &out_fd, error);
+		if (r < 0)
+			return r;
+		r = fcntl(out_fd, F_GETFL);
+		if (r < 0 || (r & O_ACCMODE) == O_RDONLY)
+			return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+						 "The output file descriptor is not open for writing");
+		r = sd_bus_message_exit_container(m);
+		if (r < 0)
+			return r;
+	}
+	if (r < 0)
+		return r;
+	if (!svc_profile__may_control(sp, c.uid))
+		return sd_bus_error_setf(error, MP_BUS_ERR_PERMISSION,
+					 "Permission denied: profile %" PRIu32 " belongs to uid %u",
+					 sp->id, (unsigned int)sp->owner_uid);
+	r = svc_profile__add_process(s->d, sp, (pid_t)pid, out_fd, c.uid, c.gid, err, sizeof(err));
+	if (r < 0)
+		return set_error(error, r, r == -EINVAL, err);
+	return sd_bus_reply_method_return(m, "b", r > 0);
+}
+
 static const sd_bus_vtable profile_vtable[] = {
 	SD_BUS_VTABLE_START(0),
 	SD_BUS_PROPERTY("Id", "u", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -588,6 +639,9 @@ static const sd_bus_vtable profile_vtable[] = {
 	SD_BUS_PROPERTY("ProcessDetached", "a(us)", prop_process_detached, 0, 0),
 	SD_BUS_METHOD("Stop", "", "", profile_stop, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD("Discard", "", "", profile_discard, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_ARGS("AddProcess", SD_BUS_ARGS("u", pid, "a{sv}", options),
+				SD_BUS_RESULT("b", followed), profile_add_process,
+				SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_VTABLE_END
 };
 

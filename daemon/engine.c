@@ -65,7 +65,8 @@ struct mp_ptrace {
 	char *detached_reason;		/* probes removed over budget: why (NULL: not) */
 	uint64_t dwarf_stacks, window_cut, unwind_fallbacks;	/* stacks component */
 	enum mp_proc_mode mode;		/* uprobes, or libmemprof-preload's USDT probes */
-	uint64_t pl_stats[MEMPROF_PRELOAD_STAT__SLOTS];	/* preload: library counters, last read */
+	/* preload mode: the library's counters, as last read */
+	uint64_t pl_stats[MEMPROF_PRELOAD_STAT__SLOTS];
 };
 
 struct mp_profile {
@@ -106,6 +107,9 @@ struct mp_engine {
 	char hostname[256];
 	uint64_t drops[MP_DROP__MAX];
 	uint64_t ovh_next_ns;		/* next overhead check (CLOCK_MONOTONIC), 0: none due */
+	/* mp_profile__sync_pid(): the trace of sync_pid (> 0) goes to sync_fd (service) */
+	pid_t sync_pid;
+	int sync_fd;
 };
 
 static uint64_t now_mono_ns(void)
@@ -349,19 +353,24 @@ static int prewarm_collect(void *ctx, const struct mp_mapping_info *m)
 }
 
 /*
- * Load the symbols and DWARF of @pid's objects now (one lookup in each, at most 64): the first
- * lookup in an object reads and decompresses its debug information, tens of milliseconds for
- * libc's. Paid here, before `memprofctl record` lets the command run, rather than while the
- * first sampled events (and their stack copies) pile up in the ring buffer.
+ * Load the symbols and DWARF of @pid's objects now (one lookup in each, at most 64), and with
+ * AUTO unwinding judge whether they keep frame pointers: the first lookup in an object reads
+ * and decompresses its debug information, tens of milliseconds for libc's, and a judgement
+ * costs a few. Paid here, before `memprofctl record` lets the command run, rather than while
+ * the first sampled events (and their stack copies) pile up in the ring buffer.
  */
-static void prewarm(struct mp_engine *e, pid_t pid)
+static void prewarm(struct mp_profile *p, pid_t pid)
 {
 	struct prewarm_ctx c = { .n = 0 };
+	struct mp_engine *e = p->e;
 	struct mp_frame fr;
 
 	mp_symbolizer__mappings(e->sym, pid, prewarm_collect, &c, NULL);
-	for (unsigned int i = 0; i < c.n; i++)
+	for (unsigned int i = 0; i < c.n; i++) {
 		mp_symbolizer__resolve(e->sym, pid, c.addr[i], 0, &fr);
+		if (p->opts.unwind == MP_UNWIND_AUTO && p->opts.stack_copy_size > 0 && e->unw)
+			mp_unwinder__frame_pointers(e->unw, pid, c.addr[i]);
+	}
 }
 
 /* Create the trace of @pid in @p and write its trace-info packet. */
@@ -392,12 +401,14 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 	memcpy(comm, t->comm, sizeof(comm));
 	sanitize(comm);
 
-	if (first && p->opts.out_fd >= 0) {
-		t->fd = fcntl(p->opts.out_fd, F_DUPFD_CLOEXEC, 3);
+	if ((first && p->opts.out_fd >= 0) || (e->sync_pid == pid && e->sync_fd >= 0)) {
+		int ofd = first && p->opts.out_fd >= 0 ? p->opts.out_fd : e->sync_fd;
+
+		t->fd = fcntl(ofd, F_DUPFD_CLOEXEC, 3);
 		if (t->fd < 0) {
 			r = -errno;
-			snprintf(err, err_len, "Failed to duplicate the output fd %d: %s",
-				 p->opts.out_fd, strerror(-r));
+			snprintf(err, err_len, "Failed to duplicate the output fd %d: %s", ofd,
+				 strerror(-r));
 			goto fail;
 		}
 	} else {
@@ -456,7 +467,7 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 	 * processed after it exited. */
 	if (e->sym) {
 		mp_symbolizer__mapping(e->sym, pid, 1, &mi);
-		prewarm(e, pid);
+		prewarm(p, pid);
 	}
 
 	/* A pid that was traced before in this profile (pid reuse): the new trace wins. */
@@ -1023,9 +1034,11 @@ static int on_event(void *ctx, const void *data, size_t size)
 
 			/* a user-stack copy follows the full-size record (bpf/memprof.h) */
 			if (size >= sizeof(*ev) + sizeof(*us)) {
+				size_t room = size - sizeof(*ev) - sizeof(*us);
+
 				us = (const struct mp_ustack *)(ev + 1);
 				if (us->offset >= MP_PAGE_SIZE ||
-				    (size_t)us->offset + us->size > size - sizeof(*ev) - sizeof(*us))
+				    (size_t)us->offset + us->size > room)
 					us = NULL;
 			}
 			/* the record may carry only the valid frames */
@@ -1684,4 +1697,76 @@ int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_le
 		return r < 0 ? r : 1;
 	}
 	return 0;
+}
+
+/*
+ * The trace of @pid was created from its FORK record before the caller said where it goes: it
+ * holds its header only (the child is held before its first instruction). Start it again on
+ * @out_fd and remove the file made for it.
+ */
+static int trace_redirect(struct mp_ptrace *t, int out_fd, char *err, size_t err_len)
+{
+	struct mp_profile *p = t->p;
+	struct mp_engine *e = p->e;
+	struct mp_ptrace **pp, *nt;
+
+	if (t->samples || t->frees || t->unmatched) {
+		snprintf(err, err_len, "Process %d has run already: its trace stays in '%s'",
+			 (int)t->pid, t->path);
+		return -EBUSY;
+	}
+	e->sync_pid = t->pid;
+	e->sync_fd = out_fd;
+	nt = trace_new(p, t->pid, err, err_len);	/* takes t's place in the table */
+	e->sync_pid = 0;
+	if (!nt)
+		return -EIO;
+	trace_complete(t);
+	unlink(t->path);
+	for (pp = &p->list; *pp; pp = &(*pp)->next) {
+		if (*pp != t)
+			continue;
+		*pp = t->next;
+		if (p->tail == &t->next)
+			p->tail = pp;
+		break;
+	}
+	p->ntraces--;
+	if (p->nalive)
+		p->nalive--;
+	trace_free(t);
+	return 0;
+}
+
+int mp_profile__sync_pid(struct mp_profile *p, pid_t pid, int out_fd, char *err, size_t err_len)
+{
+	struct mp_engine *e = p->e;
+	struct mp_ptrace *t;
+	char dummy[8];
+	int r;
+
+	if (!err) {
+		err = dummy;
+		err_len = sizeof(dummy);
+	}
+	err[0] = '\0';
+	/* its FORK record, if still pending, creates its trace on @out_fd directly */
+	e->sync_pid = out_fd >= 0 ? pid : 0;
+	e->sync_fd = out_fd;
+	r = mp_engine__process(e);
+	e->sync_pid = 0;
+	if (r < 0) {
+		snprintf(err, err_len, "Failed to read events: %s", strerror(-r));
+		return r;
+	}
+	t = trace_find(p, pid);
+	if (!t || t->completed || t->exited || p->state != MP_PROFILE_SAMPLING)
+		return 0;
+	if (out_fd >= 0 && t->path) {
+		r = trace_redirect(t, out_fd, err, err_len);
+		if (r < 0)
+			return r;
+	}
+	r = attach_pid(p, pid, err, err_len);
+	return r < 0 ? r : 1;
 }

@@ -231,6 +231,14 @@ int mp_profile__attach(struct mp_profile *p, pid_t pid, char *err, size_t err_le
  */
 int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_len);
 
+/*
+ * The same for one profile (memprofd's Profile1.AddProcess): 1 if @p follows @pid (probes
+ * attached), 0 if not. With @out_fd >= 0 (a forked child's), its trace is written to @out_fd
+ * (dup'd) instead of where @p's options put it; a trace already begun from the FORK record
+ * (header only) is started again there and its file removed.
+ */
+int mp_profile__sync_pid(struct mp_profile *p, pid_t pid, int out_fd, char *err, size_t err_len);
+
 /* The sampling rate's standard error of an estimate made of @nsamples samples, in bytes:
  * sqrt((1 - λ) Σn) / λ × 8. */
 double mp_estimate_se_bytes(double rate, uint64_t nsamples);

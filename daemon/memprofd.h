@@ -127,6 +127,14 @@ struct svc_start_req {
 int svc_check_access(pid_t pid, uid_t uid, gid_t gid, char *err, size_t err_len);
 int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 		       struct svc_profile **out, char *err, size_t err_len);
+/*
+ * Profile1.AddProcess: @pid, forked or exec'd in @sp's tree and held stopped by the caller
+ * (ptrace), is brought in sync: pending events delivered, probes attached, and with @out_fd >= 0
+ * its trace written there. The caller (@uid, @gid) must be allowed to profile @pid. Returns 1
+ * (followed), 0 (the profile does not follow it) or -errno.
+ */
+int svc_profile__add_process(struct memprofd *d, struct svc_profile *sp, pid_t pid, int out_fd,
+			     uid_t uid, gid_t gid, char *err, size_t err_len);
 int svc_profile__stop(struct memprofd *d, struct svc_profile *sp, char *err, size_t err_len);
 int svc_profile__discard(struct memprofd *d, struct svc_profile *sp, char *err, size_t err_len);
 struct svc_profile *svc_profile__find(struct memprofd *d, uint32_t id);

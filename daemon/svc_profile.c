@@ -377,10 +377,38 @@ err_free:
 	return r;
 }
 
+int svc_profile__add_process(struct memprofd *d, struct svc_profile *sp, pid_t pid, int out_fd,
+			     uid_t uid, gid_t gid, char *err, size_t err_len)
+{
+	int r;
+
+	r = svc_check_access(pid, uid, gid, err, err_len);
+	if (r < 0)
+		return r;
+	if (mp_profile__state(sp->p) != MP_PROFILE_SAMPLING) {
+		snprintf(err, err_len, "Profile %" PRIu32 " is %s, not sampling", sp->id,
+			 svc_state_name(mp_profile__state(sp->p)));
+		return -EINVAL;
+	}
+	err[0] = '\0';
+	r = mp_profile__sync_pid(sp->p, pid, out_fd, err, err_len);
+	if (r < 0 && !err[0])
+		snprintf(err, err_len, "Failed to add process %d to profile %" PRIu32 ": %s",
+			 (int)pid, sp->id, strerror(-r));
+	if (r > 0)
+		log_debug("Profile %" PRIu32 ": process %d in sync%s", sp->id, (int)pid,
+			  out_fd >= 0 ? ", its trace to the caller's file" : "");
+	return r;
+}
+
 int svc_profile__stop(struct memprofd *d, struct svc_profile *sp, char *err, size_t err_len)
 {
-	enum mp_profile_state st = mp_profile__state(sp->p);
+	enum mp_profile_state st;
 	int r;
+
+	/* What happened before the request (an exit the caller saw) counts: deliver it first. */
+	mp_engine__process(d->engine);
+	st = mp_profile__state(sp->p);
 
 	if (st != MP_PROFILE_SAMPLING) {
 		snprintf(err, err_len, "Profile %" PRIu32 " is %s, not sampling", sp->id,
@@ -399,8 +427,11 @@ int svc_profile__stop(struct memprofd *d, struct svc_profile *sp, char *err, siz
 
 int svc_profile__discard(struct memprofd *d, struct svc_profile *sp, char *err, size_t err_len)
 {
-	enum mp_profile_state st = mp_profile__state(sp->p);
+	enum mp_profile_state st;
 	int r;
+
+	mp_engine__process(d->engine);	/* frees made before the request are in the traces */
+	st = mp_profile__state(sp->p);
 
 	if (st != MP_PROFILE_STOPPED) {
 		snprintf(err, err_len, "Profile %" PRIu32 " is %s; only a stopped profile can be "

@@ -29,6 +29,15 @@ ok "fork: the child's trace has no parent allocation" \
 ok "fork: no unmatched free counted (inherited blocks are not losses)" \
 	grep -q "unmatched_frees=0 " <(context_of "$T/fork.ctf.$child")
 
+# --no-follow-forks: the child is never probed, yet it inherited the parent's armed library and
+# its probe sites, which Linux 6.18 rewrote into calls to a trampoline the child does not have.
+# The library's fork handler restores the nops; the child must run to completion unharmed.
+record nofollow --preload --no-follow-forks -r 1e-2 --seed 3 -o "$T/nofollow.ctf" -- \
+	"$WL/wl_alloc" fork
+ok "no-follow-forks: exit status 0 (the unprobed child did not crash)" [ "$rc" -eq 0 ]
+ok "no-follow-forks: no child trace" bash -c "! ls '$T'/nofollow.ctf.* 2>/dev/null | grep -q ."
+"$CHECK" sites "$T/nofollow.ctf" "$T/nofollow.out" wl_site_parent
+
 # exec: blocks of the old image are collected at exec; the new image (LD_PRELOAD inherited)
 # goes on in the same trace, through the library again.
 WL_SETTLE_MS=1000 record exec --preload -r 1e-4 --seed 3 -o "$T/exec.ctf" -- "$WL/wl_alloc" exec

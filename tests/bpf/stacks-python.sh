@@ -29,8 +29,9 @@ for mode in dwarf auto; do
 		_PyEval_EvalFrameDefault __libc_start_call_main __libc_start_main_impl
 	check "$T/py-$mode.ctf" via _PyEval_EvalFrameDefault \
 		"_start|__libc_start_main_impl|__libc_start_call_main|Py_BytesMain"
+	summary "py-$mode" 'print("    stacks:", s, "drops:", {k: v for k, v in d["drops"].items() if v})'
 	ok "$mode: most stacks unwound with DWARF" \
-		summary "py-$mode" 's["dwarf"] * 4 >= s["events"] * 3 and s["window_cut"] == 0'
+		summary "py-$mode" 's["dwarf"] * 4 >= (s["fp"] + s["dwarf"]) * 3 and s["window_cut"] == 0'
 done
 check "$T/py-dwarf.ctf" fileline __libc_start_call_main 'libc_start_call_main\.h$'
 check "$T/py-dwarf.ctf" fileline __libc_start_main_impl 'libc-start\.c$'

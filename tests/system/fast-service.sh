@@ -3,7 +3,7 @@
 # is profiled through the library's USDT probes; `memprofctl status` (and --json) shows mode
 # "preload" for it and "uprobe" for a plain process in the same profile; stop clears the
 # library's sampling flag (no new samples) while frees of sampled blocks are still recorded;
-# discard detaches (the library disarms: its semaphore goes back to 0); the trace is complete.
+# discard detaches, and a later profile of the same process works again; the trace is complete.
 . "$(dirname "$0")/lib-service.sh"
 svc_require
 LIB=$MP_BUILD/lib/libmemprof-preload.so
@@ -63,7 +63,7 @@ check "the trace says mode=preload" eval "'$MEMPROFCTL' dump '$TRACE' | grep -q 
 out=$(ctl attach -r 0.01 "$F")
 ID2=$(echo "$out" | attach_id)
 check "re-attach after discard" [ -n "$ID2" ]
-phases_do "$F" USR2 freed
+phases_do "$F" USR2 freed	# svc_phases allocates only up to COUNT kept blocks
 phases_do "$F" USR1 allocated
 check "re-attached: samples arrive" wait_until 10 \
 	eval '[ "$(field_of "$ID2" "$F" samples)" -gt 1900 ]'

@@ -770,6 +770,66 @@ PL_CXX(void, pl_op_del_arr_al_nt, "_ZdaPvSt11align_val_tRKSt9nothrow_t", void *p
 
 /* ---- initialisation and fork ---------------------------------------------------------- */
 
+/*
+ * Linux 6.18 optimises a uprobe on a 5-byte nop by rewriting it into a call to a per-mm
+ * trampoline page ("[uprobes-trampoline]"). fork() copies the rewritten text into the child
+ * but not the trampoline, so a child that reaches a probe site before it is probed itself
+ * (a child nobody follows, or one memprofd attaches to a moment later) jumps to an unmapped
+ * address. The child, still single-threaded in the fork handler, puts the nop back at a site
+ * whose call target is not mapped; the kernel probes it afresh if the child is attached later.
+ * The sites are found once, at load, when no probe can have been hit yet: the hooks run only
+ * after pl_init().
+ */
+#define PL_USDT_SITES 2
+
+static uint8_t *pl_usdt_site[PL_USDT_SITES];
+
+static const uint8_t pl_nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+
+static uint8_t *pl_find_usdt_site(void *fn)
+{
+	uint8_t *code = fn;
+
+	/* The site is the nop5 near the hook's start; an armed, unhit probe shows an int3. */
+	for (int i = 0; i < 32; i++)
+		if ((code[i] == 0x0f || code[i] == 0xcc) && !memcmp(code + i + 1, pl_nop5 + 1, 4))
+			return code + i;
+	return NULL;
+}
+
+static bool pl_page_mapped(uintptr_t addr)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	return msync((void *)(addr & ~(uintptr_t)(page - 1)), 1, MS_ASYNC) == 0 || errno != ENOMEM;
+}
+
+static void pl_usdt_repair_child(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	int saved = errno;
+
+	for (int i = 0; i < PL_USDT_SITES; i++) {
+		uint8_t *site = pl_usdt_site[i];
+		uintptr_t start, end;
+		int32_t rel;
+
+		if (!site || site[0] != 0xe8)
+			continue;
+		memcpy(&rel, site + 1, sizeof(rel));
+		if (pl_page_mapped((uintptr_t)site + 5 + (intptr_t)rel))
+			continue;
+		start = (uintptr_t)site & ~(uintptr_t)(page - 1);
+		end = ((uintptr_t)site + 5 + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+		if (mprotect((void *)start, end - start, PROT_READ | PROT_WRITE | PROT_EXEC))
+			continue;
+		memcpy(site, pl_nop5, sizeof(pl_nop5));
+		mprotect((void *)start, end - start, PROT_READ | PROT_EXEC);
+		stat_add(MEMPROF_PRELOAD_STAT_FORK_REPAIRS, 1);
+	}
+	errno = saved;
+}
+
 static void pl_atfork_child(void)
 {
 	struct pl_thread *t = &pl_tls;
@@ -789,6 +849,7 @@ static void pl_atfork_child(void)
 	for (int i = 0; i < MEMPROF_PRELOAD_STAT__SLOTS; i++)
 		if (i != MEMPROF_PRELOAD_STAT_LIVE)
 			memprof_preload_config.stats[i] = 0;
+	pl_usdt_repair_child();
 }
 
 static bool parse_u64(const char *s, uint64_t *v)
@@ -829,6 +890,8 @@ __attribute__((constructor)) static void pl_init(void)
 		pl_g.test_fd = (int)v;
 		pl_g.force = true;
 	}
+	pl_usdt_site[0] = pl_find_usdt_site((void *)memprof_preload_alloc_hook);
+	pl_usdt_site[1] = pl_find_usdt_site((void *)memprof_preload_free_hook);
 	pthread_atfork(NULL, NULL, pl_atfork_child);
 	__atomic_store_n(&pl_g.ready, true, __ATOMIC_RELEASE);
 	/* Allocations made before this constructor only polled: re-evaluate at the next one. */

@@ -85,6 +85,119 @@ int memprof_client__status(struct memprof_client *c, uint32_t id,
 /* Free what memprof_client__status() allocated. NULL-safe. */
 void memprof_client_status__done(struct memprof_client_status *st);
 
+/* ---- Added in 0.2: the whole control API (memprofctl uses it) ---- */
+
+/*
+ * Like memprof_client__open(), returning 0 or -errno: -ECONNRESET when the daemon closed the
+ * connection at once (too many clients of this user), -ENOENT / -ECONNREFUSED when nothing
+ * listens at @socket, -EACCES when the caller may not connect.
+ */
+int memprof_client__connect(const char *socket, struct memprof_client **ret);
+
+/* Start options, extensible: set sz = sizeof(struct memprof_client_start_opts). */
+struct memprof_client_start_opts {
+	size_t sz;
+	double rate;			/* λ per word, (0, 1]; 0: the daemon's default */
+	unsigned int callstack_size;	/* frames per sample; 0: the daemon's default */
+	bool no_follow_forks;
+	uint64_t duration_us;		/* stop after this long; 0: never */
+	uint16_t format_version;	/* 2 or 3; 0: the daemon's default */
+	bool zstd;
+	double max_overhead;		/* probe cost budget per process, % of a CPU; 0: none */
+	const char *unwind;		/* "fp", "dwarf" or "auto"; NULL: the daemon's default */
+	int stack_copy_size;		/* bytes of stack copied per sample; 0: default, < 0: none */
+};
+
+/* memprof_client__start() with every option the daemon knows. @opts may be NULL. */
+int memprof_client__start_ex(struct memprof_client *c, const pid_t *pids, size_t n,
+			     const struct memprof_client_start_opts *opts, int out_fd,
+			     uint32_t *id);
+
+/*
+ * Profile1.AddProcess: @pid, forked or exec'd by a process of profile @id and held stopped by
+ * the caller (ptrace), is brought in sync before it runs: the daemon reads its pending events
+ * and attaches its probes. With @out_fd >= 0 (a forked child) its trace is written there.
+ * Returns 1 if the profile follows @pid, 0 if not (let it go), or -errno.
+ */
+int memprof_client__add_process(struct memprof_client *c, uint32_t id, pid_t pid, int out_fd);
+
+/* One process of a profile, as memprof_client__profile() reads it. */
+struct memprof_client_process {
+	pid_t pid;
+	char *comm;
+	char *mode;			/* "uprobe", "preload"; NULL: not told */
+	bool exited;
+	uint64_t samples, nsamples, live_nsamples, frees, drops;
+	double est_alloc_bytes, est_live_bytes;
+	char *trace;			/* "" when written to a file the client passed */
+	char *detached_reason;		/* over its overhead budget; NULL: not detached */
+};
+
+/* Every property of a profile (org.memprofd.Profile1). */
+struct memprof_client_profile {
+	uint32_t id;
+	char *path;			/* its D-Bus object */
+	enum memprof_client_state state;
+	char *state_name;
+	char *directory;
+	uint32_t owner_uid;
+	double rate;
+	unsigned int callstack_size;
+	bool follow_forks;
+	uint64_t duration_us;
+	uint16_t format_version;
+	bool compressed;
+	uint64_t start_us;		/* CLOCK_REALTIME µs */
+	size_t nprocs;
+	struct memprof_client_process *procs;
+};
+
+/* Read profile @id: *@ret is freed with memprof_client_profile__free(). -ENOENT: no such. */
+int memprof_client__profile(struct memprof_client *c, uint32_t id,
+			    struct memprof_client_profile **ret);
+void memprof_client_profile__free(struct memprof_client_profile *p);	/* NULL-safe */
+
+/* One line of Manager1.ListProfiles. */
+struct memprof_client_entry {
+	uint32_t id;
+	enum memprof_client_state state;
+	char state_name[16];
+	char path[64];
+	uint32_t owner_uid;
+	double rate;
+	size_t npids;
+	pid_t *pids;
+};
+
+/* Every profile the daemon lists (newest first); free with memprof_client_list__free(). */
+int memprof_client__list(struct memprof_client *c, struct memprof_client_entry **ret,
+			 size_t *n);
+void memprof_client_list__free(struct memprof_client_entry *v, size_t n);	/* NULL-safe */
+
+/* The daemon's own properties (org.memprofd.Manager1). */
+struct memprof_client_daemon {
+	char *version;
+	char *state_dir;
+	double default_rate;
+	unsigned int default_callstack_size;
+	unsigned int max_profiles;
+	unsigned int clients;
+	uint64_t refused_clients;
+	size_t nstats;			/* BPF and engine counters (Stats) */
+	char **stat_names;
+	uint64_t *stat_values;
+};
+
+int memprof_client__daemon(struct memprof_client *c, struct memprof_client_daemon **ret);
+void memprof_client_daemon__free(struct memprof_client_daemon *d);	/* NULL-safe */
+
+/*
+ * Wait until profile @id no longer samples (its processes exited, its duration ran out, or it
+ * was stopped), at most @timeout_us (UINT64_MAX: no limit). Returns 0, -ETIMEDOUT, -EINTR when
+ * a signal interrupted the wait (a handler installed without SA_RESTART), or -errno.
+ */
+int memprof_client__wait(struct memprof_client *c, uint32_t id, uint64_t timeout_us);
+
 /* The message of the last failure ("" if none). Valid until the next call on @c. */
 const char *memprof_client__errmsg(const struct memprof_client *c);
 

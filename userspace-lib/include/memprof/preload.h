@@ -121,6 +121,9 @@ enum memprof_preload_stat {
 						 * during a sampled call): call not sampled */
 	MEMPROF_PRELOAD_STAT_TEST_LOG_ERRORS,	/* MEMPROF_TEST_LOG writes that failed */
 	MEMPROF_PRELOAD_STAT_ARMINGS,		/* disarmed -> armed transitions (all threads) */
+	MEMPROF_PRELOAD_STAT_FORK_REPAIRS,	/* probe sites a fork child restored to a nop:
+						 * the parent's optimised uprobe pointed at a
+						 * trampoline the child does not have */
 	MEMPROF_PRELOAD_STAT__MAX,
 	MEMPROF_PRELOAD_STAT__SLOTS = 16,
 };
