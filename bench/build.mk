@@ -56,11 +56,17 @@ $(B)/gen/bench/floor.skel.h: $(B)/gen/bench/floor.bpf.o
 	$(call msg,SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name floor_bpf > $@
 
-$(B)/bench/floor.o: $(B)/gen/bench/floor.skel.h
+# The floor probes what memprofd probes: its probe table, read from the loader's source.
+$(B)/gen/bench/floor_probes.h: daemon/bpf_loader.c bench/gen-floor-probes
+	$(call msg,GEN,$@)
+	@mkdir -p $(@D)
+	$(Q)bench/gen-floor-probes $< > $@.tmp && mv $@.tmp $@
+
+$(B)/bench/floor.o: $(B)/gen/bench/floor.skel.h $(B)/gen/bench/floor_probes.h
 EXTRA_CFLAGS_bench := $(call pkgcflags,libbpf libelf)
 
-# The probe placement is memprofd's own (daemon/placement.c, from the bpf/ component).
-$(BENCH_DIR)/floor: $(B)/bench/floor.o $(B)/daemon/placement.o
+# Symbol resolution and probe placement are memprofd's own (daemon/elf_syms.c, placement.c).
+$(BENCH_DIR)/floor: $(B)/bench/floor.o $(B)/daemon/elf_syms.o $(B)/daemon/placement.o
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(call pkglibs,libbpf libelf capstone)
 

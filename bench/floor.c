@@ -3,7 +3,7 @@
  * floor: run a command with empty BPF uprobe programs on the allocator probe points memprofd
  * uses, to measure the physical floor of probe-every-call profiling (bench/run).
  *
- *   floor [-c] [-q] [-v] [-l OBJECT]... [--] COMMAND [ARGS...]
+ *   floor [-c] [-e] [-q] [-v] [-l OBJECT]... [--] COMMAND [ARGS...]
  *
  * The command is forked and held on a pipe before exec; the programs are loaded and attached
  * pid-filtered to the child; then the child is released, so the whole run is probed. floor
@@ -12,9 +12,10 @@
  * Probe points: every allocator function memprofd probes (the malloc family, C++ new/delete,
  * mmap/munmap) that each OBJECT defines; entry programs where memprofd's placement rule
  * (daemon/placement.c, linked in) puts them, return programs on the functions memprofd
- * return-probes. Free-like functions are probed on their first emulated instruction of the
- * non-NULL path (free+9, a push, on Debian 12's glibc: free's own first instruction,
- * test %rdi,%rdi, would be single-stepped at 12-15 us per call).
+ * return-probes (unless -e: entry probes only, the floor of memprofd's uprobe-session mode,
+ * where the return half runs for sampled calls only). Free-like functions are probed on their
+ * first emulated instruction of the non-NULL path (free+9, a push, on Debian 12's glibc:
+ * free's own first instruction, test %rdi,%rdi, would be single-stepped at 12-15 us per call).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -38,71 +39,36 @@
 
 #include "bench/floor.h"
 #include "bench/floor.skel.h"
+#include "daemon/elf_syms.h"
 #include "daemon/placement.h"
 
 #define MAX_LINKS	512
 #define MAX_OBJS	64
-#define MAX_CODE_SCAN	65536
 
 /*
  * The allocator entry points memprofd probes in every object that defines them, with the
- * argument registers its entry programs read and whether a return probe shares the point: the
- * same list as daemon/bpf_loader.c's probe table (keep the two in step).
+ * argument registers its entry programs read, whether a return probe shares the point, and
+ * whether the function frees (pointer in %rdi: placement follows the non-NULL path).
+ * Generated from daemon/bpf_loader.c's probe table by bench/gen-floor-probes.
  */
 struct floor_probe {
 	const char *sym;
 	unsigned int nargs;
 	bool ret;
-	bool free_like;		/* pointer in %rdi: placement follows the non-NULL path */
+	bool free_like;
 };
 
 static const struct floor_probe probes[] = {
-	{ "malloc", 1, true, false },
-	{ "calloc", 2, true, false },
-	{ "realloc", 2, true, false },
-	{ "free", 1, false, true },
-	{ "reallocarray", 3, true, false },
-	{ "posix_memalign", 3, true, false },
-	{ "aligned_alloc", 2, true, false },
-	{ "memalign", 2, true, false },
-	{ "valloc", 1, true, false },
-	{ "pvalloc", 1, true, false },
-	{ "_Znwm", 1, true, false },
-	{ "_Znam", 1, true, false },
-	{ "_ZnwmRKSt9nothrow_t", 1, true, false },
-	{ "_ZnamRKSt9nothrow_t", 1, true, false },
-	{ "_ZnwmSt11align_val_t", 1, true, false },
-	{ "_ZnamSt11align_val_t", 1, true, false },
-	{ "_ZnwmSt11align_val_tRKSt9nothrow_t", 1, true, false },
-	{ "_ZnamSt11align_val_tRKSt9nothrow_t", 1, true, false },
-	{ "_ZdlPv", 1, false, true },
-	{ "_ZdaPv", 1, false, true },
-	{ "_ZdlPvm", 1, false, true },
-	{ "_ZdaPvm", 1, false, true },
-	{ "_ZdlPvRKSt9nothrow_t", 1, false, true },
-	{ "_ZdaPvRKSt9nothrow_t", 1, false, true },
-	{ "_ZdlPvSt11align_val_t", 1, false, true },
-	{ "_ZdaPvSt11align_val_t", 1, false, true },
-	{ "_ZdlPvmSt11align_val_t", 1, false, true },
-	{ "_ZdaPvmSt11align_val_t", 1, false, true },
-	{ "_ZdlPvSt11align_val_tRKSt9nothrow_t", 1, false, true },
-	{ "_ZdaPvSt11align_val_tRKSt9nothrow_t", 1, false, true },
-	{ "mmap", 4, true, false },
-	{ "mmap64", 4, true, false },
-	{ "munmap", 1, false, true },
+#include "bench/floor_probes.h"
 };
 
 #define N_PROBES (sizeof(probes) / sizeof(probes[0]))
-
-struct found {
-	int prio;		/* 0: absent; 1 dynsym hidden version, 2 symtab, 3 dynsym default */
-	uint64_t value, size;
-};
 
 struct loader {
 	struct floor_bpf *skel;
 	pid_t pid;
 	bool verbose;
+	bool entry_only;	/* no return probes: one trap per call, the floor of uprobe sessions */
 	size_t nlinks;
 	struct bpf_link *links[MAX_LINKS];
 	unsigned int emulated, stepped;	/* entry probe points by kind of instruction */
@@ -116,69 +82,12 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static int probe_index(const char *name)
+static int probe_index(const char *name, void *ctx)
 {
 	for (size_t i = 0; i < N_PROBES; i++)
 		if (!strcmp(probes[i].sym, name))
 			return (int)i;
 	return -1;
-}
-
-/* Prefer a default-version dynamic symbol, then the static table, then a hidden version. */
-static void scan_symtab(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, Elf_Data *versym,
-			struct found *found)
-{
-	Elf_Data *data = elf_getdata(scn, NULL);
-	size_t n;
-
-	if (!data || !sh->sh_entsize)
-		return;
-	n = sh->sh_size / sh->sh_entsize;
-	for (size_t i = 1; i < n; i++) {
-		GElf_Sym sym;
-		const char *name;
-		int idx, prio;
-
-		if (!gelf_getsym(data, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-		    sym.st_shndx == SHN_UNDEF || !sym.st_value)
-			continue;
-		name = elf_strptr(elf, sh->sh_link, sym.st_name);
-		if (!name || (idx = probe_index(name)) < 0)
-			continue;
-		prio = 2;
-		if (sh->sh_type == SHT_DYNSYM) {
-			GElf_Versym vs = 0;
-
-			prio = 3;
-			if (versym && gelf_getversym(versym, (int)i, &vs) && (vs & 0x8000))
-				prio = 1;
-		}
-		if (prio > found[idx].prio) {
-			found[idx].prio = prio;
-			found[idx].value = sym.st_value;
-			found[idx].size = sym.st_size;
-		}
-	}
-}
-
-static int vaddr_to_off(Elf *elf, uint64_t v, uint64_t *off, uint64_t *avail)
-{
-	size_t n;
-
-	if (elf_getphdrnum(elf, &n))
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
-			continue;
-		if (v >= ph.p_vaddr && v < ph.p_vaddr + ph.p_filesz) {
-			*off = v - ph.p_vaddr + ph.p_offset;
-			*avail = ph.p_vaddr + ph.p_filesz - v;
-			return 0;
-		}
-	}
-	return -ENOENT;
 }
 
 /* memprofd's placement rule (daemon/placement.h) for one function at file offset @off. */
@@ -191,25 +100,9 @@ static uint64_t place(int fd, const struct floor_probe *pr, uint64_t off, uint64
 		.has_return = pr->ret,
 		.skip_null_check = pr->free_like,
 	};
-	size_t len = size ? size : 64;
-	uint8_t *code;
-	ssize_t got;
 
 	memset(pl, 0, sizeof(*pl));
-	if (len > avail)
-		len = avail;
-	if (len > MAX_CODE_SCAN)
-		len = MAX_CODE_SCAN;
-	code = malloc(len);
-	if (!code)
-		return 0;
-	got = pread(fd, code, len, (off_t)off);
-	if (got > 0) {
-		req.code = code;
-		req.len = (size_t)got;
-		mp_placement__choose(&req, pl);
-	}
-	free(code);
+	mp_elf_place(fd, &req, size, avail, pl);
 	return pl->offset;
 }
 
@@ -238,10 +131,8 @@ static int attach_one(struct loader *l, struct bpf_program *prog, const char *pa
 /* Attach to every allocator entry point @path defines, as memprofd would. */
 static int attach_object(struct loader *l, const char *path)
 {
-	struct found found[N_PROBES] = { 0 };
+	struct mp_sym_found found[N_PROBES] = { 0 };
 	uint64_t offs[N_PROBES];
-	Elf_Data *versym = NULL;
-	Elf_Scn *scn = NULL;
 	size_t noffs = 0;
 	int fd, err = 0;
 	Elf *elf;
@@ -258,25 +149,14 @@ static int attach_object(struct loader *l, const char *path)
 		err = -EINVAL;
 		goto out;
 	}
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-
-		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_GNU_versym)
-			versym = elf_getdata(scn, NULL);
-	}
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-
-		if (gelf_getshdr(scn, &sh) && (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB))
-			scan_symtab(elf, scn, &sh, sh.sh_type == SHT_DYNSYM ? versym : NULL, found);
-	}
+	mp_elf_find_funcs(elf, probe_index, NULL, found);
 	for (size_t i = 0; i < N_PROBES && !err; i++) {
 		const struct floor_probe *pr = &probes[i];
 		struct mp_placement pl;
 		uint64_t off, avail, at;
 		bool dup = false;
 
-		if (!found[i].prio || vaddr_to_off(elf, found[i].value, &off, &avail))
+		if (!found[i].prio || mp_elf_vaddr_to_off(elf, found[i].value, &off, &avail))
 			continue;
 		for (size_t j = 0; j < noffs; j++)
 			dup |= offs[j] == off;	/* aliases: the first name wins */
@@ -295,7 +175,7 @@ static int attach_object(struct loader *l, const char *path)
 		err = attach_one(l, pr->free_like ? l->skel->progs.floor_free
 						  : l->skel->progs.floor_alloc_entry,
 				 path, at, false, pr->sym);
-		if (!err && pr->ret)
+		if (!err && pr->ret && !l->entry_only)
 			err = attach_one(l, l->skel->progs.floor_alloc_return, path, at, true,
 					 pr->sym);
 	}
@@ -318,9 +198,11 @@ static const char *libc_path(char *buf)
 static void usage(FILE *f, const char *prog)
 {
 	fprintf(f,
-		"Usage: %s [-c] [-q] [-v] [-l OBJECT]... [--] COMMAND [ARGS...]\n"
+		"Usage: %s [-c] [-e] [-q] [-v] [-l OBJECT]... [--] COMMAND [ARGS...]\n"
 		"Run COMMAND with empty BPF programs on memprofd's allocator probe points.\n"
 		"  -c         count probe hits (adds a map update per hit) and print the counts\n"
+		"  -e         entry probes only, no return probes (the floor with uprobe sessions,\n"
+		"             whose return half runs for sampled calls only)\n"
 		"  -l OBJECT  probe the allocator functions OBJECT defines (repeatable; default:\n"
 		"             the C library this program uses)\n"
 		"  -q         print nothing but errors\n"
@@ -353,10 +235,13 @@ int main(int argc, char **argv)
 	int opt, status = 0, ret = 1;
 	double t0, t_load, t_attach, t_release = 0, t_exit = 0;
 
-	while ((opt = getopt(argc, argv, "+cl:qvh")) != -1) {
+	while ((opt = getopt(argc, argv, "+cel:qvh")) != -1) {
 		switch (opt) {
 		case 'c':
 			count = true;
+			break;
+		case 'e':
+			l.entry_only = true;
 			break;
 		case 'l':
 			if (nobjs == MAX_OBJS) {

@@ -346,6 +346,26 @@ static __always_inline void hits_add(__u32 tgid, bool ret)
 }
 
 /*
+ * The configuration of process @tgid when its allocator calls are ours to probe, with the call
+ * counted (MP_STAT_CALLS and its hits); NULL, counted as foreign, when it is not profiled, and
+ * NULL when it is profiled through libmemprof-preload's USDT probes or detached over its budget.
+ */
+static __always_inline struct mp_proc_cfg *probed_cfg(__u32 tgid)
+{
+	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (!cfg) {
+		stat_inc(MP_STAT_FOREIGN_CALLS);
+		return NULL;
+	}
+	if (cfg->flags & (MP_PROC_PRELOAD | MP_PROC_DETACHED))
+		return NULL;
+	stat_inc(MP_STAT_CALLS);
+	hits_add(tgid, false);
+	return cfg;
+}
+
+/*
  * Entry of an allocator with a return probe. @size: requested bytes; @may_sample: false when
  * the call cannot allocate (realloc(p, 0), calloc overflow, file-backed mmap). Returns 1 when
  * this call is now the thread's outermost allocator call, 0 otherwise.
@@ -355,19 +375,12 @@ static __always_inline int alloc_entry(struct pt_regs *ctx, __u32 kind, __u64 si
 {
 	__u64 pid_tgid = mp_current_ids();
 	__u32 tgid = pid_tgid >> 32;
-	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+	struct mp_proc_cfg *cfg = probed_cfg(tgid);
 	__u64 sp = PT_REGS_SP(ctx), remaining = 0;
 	struct tstate *st;
 
-	if (!cfg) {
-		stat_inc(MP_STAT_FOREIGN_CALLS);
+	if (!cfg)
 		return 0;
-	}
-	/* profiled through libmemprof-preload's USDT probes, or detached over its budget */
-	if (cfg->flags & (MP_PROC_PRELOAD | MP_PROC_DETACHED))
-		return 0;
-	stat_inc(MP_STAT_CALLS);
-	hits_add(tgid, false);
 	st = tstate_get(true);
 	if (!st)
 		return 0;
@@ -651,19 +664,11 @@ static __always_inline int free_entry(struct pt_regs *ctx, __u32 kind, __u64 add
 {
 	__u64 pid_tgid = mp_current_ids();
 	__u32 tgid = pid_tgid >> 32, profile, akind = 0;
-	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
 	struct tstate *st;
 	__u64 inc = 0;
 
-	if (!cfg) {
-		stat_inc(MP_STAT_FOREIGN_CALLS);
+	if (!probed_cfg(tgid))
 		return 0;
-	}
-	/* profiled through libmemprof-preload's USDT probes, or detached over its budget */
-	if (cfg->flags & (MP_PROC_PRELOAD | MP_PROC_DETACHED))
-		return 0;
-	stat_inc(MP_STAT_CALLS);
-	hits_add(tgid, false);
 	if (!addr)
 		return 0; /* free(NULL) */
 	st = tstate_get(false);

@@ -128,8 +128,7 @@ int cmd_attach(int argc, char **argv)
 			attach_help();
 			return 0;
 		default:
-			fprintf(stderr, "Try 'memprofctl attach --help'.\n");
-			return 2;
+			return 2;	/* getopt printed the error line */
 		}
 	}
 	if (optind >= argc) {

@@ -203,8 +203,7 @@ int cmd_dump(int argc, char **argv)
 			       "      --lenient     accept what the upstream reader accepts\n");
 			return 0;
 		default:
-			fprintf(stderr, "Try 'memprofctl dump --help'.\n");
-			return 2;
+			return 2;	/* getopt printed the error line */
 		}
 	}
 	if (optind != argc - 1) {

@@ -89,8 +89,7 @@ int cmd_list(int argc, char **argv)
 			       "  -h, --help   show this help\n");
 			return 0;
 		default:
-			fprintf(stderr, "Try 'memprofctl list --help'.\n");
-			return 2;
+			return 2;	/* getopt printed the error line */
 		}
 	}
 	if (optind != argc) {

@@ -570,8 +570,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			record_usage(stdout);
 			return 0;
 		default:
-			fprintf(stderr, "Try 'memprofctl record --help'.\n");
-			return 2;
+			return 2;	/* getopt printed the error line */
 		}
 	}
 	if (optind >= argc) {

@@ -157,8 +157,7 @@ int cmd_report(int argc, char **argv)
 			report_usage(stdout);
 			return 0;
 		default:
-			fprintf(stderr, "Try 'memprofctl report --help'.\n");
-			return 2;
+			return 2;	/* getopt printed the error line */
 		}
 	}
 	if (optind >= argc) {

@@ -96,8 +96,7 @@ int cmd_status(int argc, char **argv)
 			       "  -h, --help   show this help\n");
 			return 0;
 		default:
-			fprintf(stderr, "Try 'memprofctl status --help'.\n");
-			return 2;
+			return 2;	/* getopt printed the error line */
 		}
 	}
 	if (argc - optind > 1) {

@@ -60,8 +60,7 @@ int ctl_stop_or_discard(int argc, char **argv, bool discard)
 			       "  -h, --help   show this help\n");
 			return 0;
 		default:
-			fprintf(stderr, "Try 'memprofctl %s --help'.\n", cmd);
-			return 2;
+			return 2;	/* getopt printed the error line */
 		}
 	}
 	if (optind + 1 != argc) {

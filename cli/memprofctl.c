@@ -71,11 +71,14 @@ int main(int argc, char **argv)
 		{}
 	};
 	const struct ctl_command *cmd;
+	char prog[64];
 	int c, idx;
 
 	ctl.socket = getenv("MEMPROFD_SOCKET");
 	if (!ctl.socket)
 		ctl.socket = "/run/memprofd/bus";
+	/* getopt's one error line starts with argv[0]: "memprofctl: unrecognized option..." */
+	argv[0] = "memprofctl";
 
 	/* '+': stop at the command name; its own options are its business. */
 	while ((c = getopt_long(argc, argv, "+js:h", opts, NULL)) != -1) {
@@ -93,8 +96,7 @@ int main(int argc, char **argv)
 			printf("memprofctl %s\n", MP_VERSION);
 			return 0;
 		default:
-			fprintf(stderr, "Try 'memprofctl --help'.\n");
-			return 2;
+			return 2;	/* getopt printed the error line */
 		}
 	}
 	if (optind >= argc) {
@@ -108,7 +110,12 @@ int main(int argc, char **argv)
 			argv[idx]);
 		return 2;
 	}
-	/* Each command parses its own options with getopt_long from a fresh start. */
+	/*
+	 * Each command parses its own options with getopt_long from a fresh start; getopt names
+	 * it in its error lines ("memprofctl attach: option '--rate' requires an argument").
+	 */
+	snprintf(prog, sizeof(prog), "memprofctl %s", cmd->name);
+	argv[idx] = prog;
 	optind = 0;
 	return cmd->run(argc - idx, argv + idx);
 }

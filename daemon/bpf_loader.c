@@ -79,12 +79,12 @@
 
 #include "bpf/gap.h"
 #include "daemon/bpf_loader.h"
+#include "daemon/elf_syms.h"
 #include "daemon/placement.h"
 #include "memprof.skel.h"
 
 #define MAX_OBJS_PER_PROC	512	/* executable objects scanned per process */
 #define MAX_OBJ_CACHE		1024	/* objects whose allocator symbols are cached */
-#define MAX_CODE_SCAN		65536	/* bytes of a function examined for placement */
 
 /* Linux 6.6 UAPI, newer than Debian 12's headers. */
 #define MP_BPF_TRACE_UPROBE_MULTI	48
@@ -965,12 +965,7 @@ int mp_bpf__proc_del(struct mp_bpf *b, pid_t pid)
 
 /* --- allocator discovery --- */
 
-struct sym_found {
-	uint64_t value, size;
-	int prio;		/* 0: none; 1: hidden version; 2: .symtab; 3: default .dynsym */
-};
-
-static int sym_index(const char *name)
+static int sym_index(const char *name, void *ctx)
 {
 	size_t len = strcspn(name, "@");
 
@@ -978,66 +973,6 @@ static int sym_index(const char *name)
 		if (strlen(probe_table[i].sym) == len && !strncmp(probe_table[i].sym, name, len))
 			return (int)i;
 	return -1;
-}
-
-static void scan_symtab(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, Elf_Data *versym,
-			struct sym_found *found)
-{
-	Elf_Data *data = elf_getdata(scn, NULL);
-	size_t n;
-
-	if (!data || sh->sh_entsize == 0)
-		return;
-	n = sh->sh_size / sh->sh_entsize;
-	for (size_t i = 1; i < n; i++) {
-		GElf_Sym sym;
-		const char *name;
-		int idx, prio, type;
-
-		if (!gelf_getsym(data, (int)i, &sym))
-			continue;
-		type = GELF_ST_TYPE(sym.st_info);
-		if (type != STT_FUNC || sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
-			continue;
-		name = elf_strptr(elf, sh->sh_link, sym.st_name);
-		if (!name || (idx = sym_index(name)) < 0)
-			continue;
-		if (sh->sh_type == SHT_DYNSYM) {
-			GElf_Versym vs = 0;
-
-			prio = 3;
-			if (versym && gelf_getversym(versym, (int)i, &vs) && (vs & 0x8000))
-				prio = 1;
-		} else {
-			prio = 2;
-		}
-		if (prio > found[idx].prio) {
-			found[idx].prio = prio;
-			found[idx].value = sym.st_value;
-			found[idx].size = sym.st_size;
-		}
-	}
-}
-
-/* Virtual address -> file offset through the PT_LOAD segments. */
-static int vaddr_to_off(Elf *elf, uint64_t v, uint64_t *off, uint64_t *avail)
-{
-	size_t n;
-
-	if (elf_getphdrnum(elf, &n))
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
-			continue;
-		if (v >= ph.p_vaddr && v < ph.p_vaddr + ph.p_filesz) {
-			*off = v - ph.p_vaddr + ph.p_offset;
-			*avail = ph.p_vaddr + ph.p_filesz - v;
-			return 0;
-		}
-	}
-	return -ENOENT;
 }
 
 /* MP_PLACEMENT=entry: probe every function at its first byte (tests, benchmarks). */
@@ -1058,9 +993,6 @@ static void place(struct mp_bpf *b, int fd, const char *path, const struct probe
 		.skip_null_check = pd->shape == MP_SHAPE_FREE,
 	};
 	struct mp_placement pl;
-	uint8_t *code;
-	size_t len = size ? size : 64;
-	ssize_t got;
 
 	r->placed = 0;
 	if (pd->shape == MP_SHAPE_DLSTATE)
@@ -1069,31 +1001,17 @@ static void place(struct mp_bpf *b, int fd, const char *path, const struct probe
 		logf_(b, 7, "Probe on %s in '%s' at +0: MP_PLACEMENT=entry", pd->sym, path);
 		return;
 	}
-	if (len > avail)
-		len = avail;
-	if (len > MAX_CODE_SCAN)
-		len = MAX_CODE_SCAN;
-	code = malloc(len);
-	if (!code)
+	if (mp_elf_place(fd, &req, size, avail, &pl))
 		return;
-	got = pread(fd, code, len, (off_t)off);
-	if (got > 0) {
-		req.code = code;
-		req.len = (size_t)got;
-		mp_placement__choose(&req, &pl);
-		r->placed = pl.offset;
-		logf_(b, pl.emulated ? 7 : 6, "Probe on %s in '%s' at +%#" PRIx64 ": %s",
-		      pd->sym, path, pl.offset, pl.reason);
-	}
-	free(code);
+	r->placed = pl.offset;
+	logf_(b, pl.emulated ? 7 : 6, "Probe on %s in '%s' at +%#" PRIx64 ": %s", pd->sym, path,
+	      pl.offset, pl.reason);
 }
 
 /* Find the allocator symbols of the object at @path. */
 static struct obj *obj_scan(struct mp_bpf *b, const char *path, const struct stat *st)
 {
-	struct sym_found found[N_PROBES] = { 0 };
-	Elf_Data *versym = NULL;
-	Elf_Scn *scn = NULL;
+	struct mp_sym_found found[N_PROBES] = { 0 };
 	GElf_Ehdr eh;
 	struct obj *o;
 	Elf *elf;
@@ -1112,25 +1030,12 @@ static struct obj *obj_scan(struct mp_bpf *b, const char *path, const struct sta
 	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
 	    eh.e_machine != EM_X86_64 || gelf_getclass(elf) != ELFCLASS64)
 		goto out;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-
-		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_GNU_versym)
-			versym = elf_getdata(scn, NULL);
-	}
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		if (sh.sh_type == SHT_DYNSYM || sh.sh_type == SHT_SYMTAB)
-			scan_symtab(elf, scn, &sh, sh.sh_type == SHT_DYNSYM ? versym : NULL, found);
-	}
+	mp_elf_find_funcs(elf, sym_index, NULL, found);
 	for (size_t i = 0; i < N_PROBES; i++) {
 		uint64_t off, avail;
 		bool dup = false;
 
-		if (!found[i].prio || vaddr_to_off(elf, found[i].value, &off, &avail))
+		if (!found[i].prio || mp_elf_vaddr_to_off(elf, found[i].value, &off, &avail))
 			continue;
 		/* aliases (memalign = aligned_alloc, mmap64 = mmap): the first entry wins */
 		for (size_t j = 0; j < o->nres; j++)

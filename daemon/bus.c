@@ -263,21 +263,13 @@ static int method_start(sd_bus_message *m, void *userdata, sd_bus_error *error)
 
 static int append_pids(sd_bus_message *reply, const struct svc_profile *sp)
 {
-	struct mp_proc_stats *ps = NULL;
-	size_t n = mp_profile__procs(sp->p, NULL, 0);
-	int r;
+	struct mp_proc_stats *ps;
+	int n = svc_profile__procs(sp, &ps), r;
 
-	if (n) {
-		ps = calloc(n, sizeof(*ps));
-		if (!ps)
-			return -ENOMEM;
-		size_t m = mp_profile__procs(sp->p, ps, n);
-
-		if (m < n)
-			n = m;
-	}
+	if (n < 0)
+		return n;
 	r = sd_bus_message_open_container(reply, 'a', "u");
-	for (size_t i = 0; r >= 0 && i < n; i++)
+	for (int i = 0; r >= 0 && i < n; i++)
 		r = sd_bus_message_append(reply, "u", (uint32_t)ps[i].pid);
 	if (r >= 0)
 		r = sd_bus_message_close_container(reply);
@@ -472,21 +464,13 @@ static int prop_processes(sd_bus *bus, const char *path, const char *iface, cons
 			  sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
 	struct svc_profile *sp = userdata;
-	struct mp_proc_stats *ps = NULL;
-	size_t n = mp_profile__procs(sp->p, NULL, 0);
-	int r;
+	struct mp_proc_stats *ps;
+	int n = svc_profile__procs(sp, &ps), r;
 
-	if (n) {
-		ps = calloc(n, sizeof(*ps));
-		if (!ps)
-			return -ENOMEM;
-		size_t m = mp_profile__procs(sp->p, ps, n);
-
-		if (m < n)
-			n = m;
-	}
+	if (n < 0)
+		return n;
 	r = sd_bus_message_open_container(reply, 'a', "(usbttttddts)");
-	for (size_t i = 0; r >= 0 && i < n; i++)
+	for (int i = 0; r >= 0 && i < n; i++)
 		r = sd_bus_message_append(reply, "(usbttttddts)", (uint32_t)ps[i].pid, ps[i].comm,
 					  (int)ps[i].exited, ps[i].samples, ps[i].nsamples,
 					  ps[i].live_nsamples, ps[i].frees, ps[i].est_alloc_bytes,
@@ -503,21 +487,13 @@ static int prop_process_modes(sd_bus *bus, const char *path, const char *iface, 
 			      sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
 	struct svc_profile *sp = userdata;
-	struct mp_proc_stats *ps = NULL;
-	size_t n = mp_profile__procs(sp->p, NULL, 0);
-	int r;
+	struct mp_proc_stats *ps;
+	int n = svc_profile__procs(sp, &ps), r;
 
-	if (n) {
-		ps = calloc(n, sizeof(*ps));
-		if (!ps)
-			return -ENOMEM;
-		size_t m = mp_profile__procs(sp->p, ps, n);
-
-		if (m < n)
-			n = m;
-	}
+	if (n < 0)
+		return n;
 	r = sd_bus_message_open_container(reply, 'a', "(us)");
-	for (size_t i = 0; r >= 0 && i < n; i++)
+	for (int i = 0; r >= 0 && i < n; i++)
 		r = sd_bus_message_append(reply, "(us)", (uint32_t)ps[i].pid,
 					  mp_proc_mode__name(ps[i].mode));
 	if (r >= 0)
@@ -532,21 +508,13 @@ static int prop_process_detached(sd_bus *bus, const char *path, const char *ifac
 				 sd_bus_error *error)
 {
 	struct svc_profile *sp = userdata;
-	struct mp_proc_stats *ps = NULL;
-	size_t n = mp_profile__procs(sp->p, NULL, 0);
-	int r;
+	struct mp_proc_stats *ps;
+	int n = svc_profile__procs(sp, &ps), r;
 
-	if (n) {
-		ps = calloc(n, sizeof(*ps));
-		if (!ps)
-			return -ENOMEM;
-		size_t m = mp_profile__procs(sp->p, ps, n);
-
-		if (m < n)
-			n = m;
-	}
+	if (n < 0)
+		return n;
 	r = sd_bus_message_open_container(reply, 'a', "(us)");
-	for (size_t i = 0; r >= 0 && i < n; i++)
+	for (int i = 0; r >= 0 && i < n; i++)
 		if (ps[i].detached_reason)
 			r = sd_bus_message_append(reply, "(us)", (uint32_t)ps[i].pid,
 						  ps[i].detached_reason);

@@ -1352,6 +1352,32 @@ static bool pid_busy(const struct mp_engine *e, pid_t pid)
 	return false;
 }
 
+/* Why a process that still exists maps no memory: "a kernel thread", "a zombie", or NULL. */
+static const char *unmapped_kind(pid_t pid)
+{
+	char path[64], buf[512], *s, state;
+	unsigned long flags;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	/* After "pid (comm) ": state ppid pgrp session tty_nr tpgid flags */
+	s = strrchr(buf, ')');
+	if (!s || sscanf(s + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+		return NULL;
+	if (flags & 0x00200000)	/* PF_KTHREAD */
+		return "a kernel thread";
+	return state == 'Z' ? "a zombie" : NULL;
+}
+
 static int attach_pid(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
 {
 	char why[512] = "";
@@ -1365,6 +1391,9 @@ static int attach_pid(struct mp_profile *p, pid_t pid, char *err, size_t err_len
 	if (r == -ENOENT)
 		snprintf(err, err_len, "Process %d (%s) has no allocator memprofd can probe%s%s",
 			 (int)pid, comm, why[0] ? ": " : "", why);
+	else if (r == -ESRCH && unmapped_kind(pid))
+		snprintf(err, err_len, "Process %d (%s) is %s: it has no user-space allocator to "
+			 "probe", (int)pid, comm, unmapped_kind(pid));
 	else if (r == -ESRCH)
 		snprintf(err, err_len, "Process %d exited before it could be probed", (int)pid);
 	else

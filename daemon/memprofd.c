@@ -354,6 +354,7 @@ static int parse_args(struct memprofd *d, int argc, char **argv, int *log_level,
 	char *end;
 	int c;
 
+	argv[0] = "memprofd";	/* getopt's error lines start with it */
 	while ((c = getopt_long(argc, argv, "s:d:c:l:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
@@ -374,7 +375,8 @@ static int parse_args(struct memprofd *d, int argc, char **argv, int *log_level,
 		case 'l':
 			*log_level = mp_log_level_parse(optarg);
 			if (*log_level < 0) {
-				fprintf(stderr, "memprofd: invalid log level '%s'\n", optarg);
+				fprintf(stderr, "memprofd: invalid log level '%s': err, warning, "
+					"notice, info, debug or 0-7\n", optarg);
 				return 2;
 			}
 			break;
@@ -400,8 +402,7 @@ static int parse_args(struct memprofd *d, int argc, char **argv, int *log_level,
 			printf("memprofd %s\n", MP_VERSION);
 			return 0;
 		default:
-			fprintf(stderr, "Try 'memprofd --help'.\n");
-			return 2;
+			return 2;	/* getopt printed the error line */
 		}
 	}
 	if (optind < argc) {

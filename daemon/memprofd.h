@@ -153,5 +153,8 @@ const char *svc_state_name(enum mp_profile_state st);
 int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_t max);
 /* May @uid act on @sp (stop, discard)? root and the owner may. */
 bool svc_profile__may_control(const struct svc_profile *sp, uid_t uid);
+/* A snapshot of @sp's processes in a new array *@out (NULL when there are none; free() it).
+ * Returns how many, or -ENOMEM. */
+int svc_profile__procs(const struct svc_profile *sp, struct mp_proc_stats **out);
 
 #endif

@@ -3,49 +3,23 @@
 #include <math.h>
 
 #include "daemon/sampler.h"
-
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+#include "userspace-lib/rng.h"
 
 void mp_rng__seed(struct mp_rng *r, uint64_t seed)
 {
-	for (int i = 0; i < 4; i++)
-		r->s[i] = splitmix64(&seed);
+	mp_xoshiro256_seed(r->s, seed);
 	if (!(r->s[0] | r->s[1] | r->s[2] | r->s[3]))
 		r->s[0] = 1;
 }
 
-static inline uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-/* xoshiro256** (Blackman and Vigna). */
 uint64_t mp_rng__next(struct mp_rng *r)
 {
-	uint64_t *s = r->s;
-	uint64_t res = rotl(s[1] * 5, 7) * 9;
-	uint64_t t = s[1] << 17;
-
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return res;
+	return mp_xoshiro256_next(r->s);
 }
 
 double mp_rng__uniform(struct mp_rng *r)
 {
-	/* (k + 1) / 2^53 for k uniform on [0, 2^53): never 0, so ln(U) is finite. */
-	return (double)((mp_rng__next(r) >> 11) + 1) * 0x1.0p-53;
+	return mp_uniform53(mp_rng__next(r));
 }
 
 int mp_sampler__init(struct mp_sampler *s, double rate, uint64_t seed)

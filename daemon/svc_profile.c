@@ -484,6 +484,20 @@ int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_
 	return (int)n;
 }
 
+int svc_profile__procs(const struct svc_profile *sp, struct mp_proc_stats **out)
+{
+	size_t n = mp_profile__procs(sp->p, NULL, 0), m;
+
+	*out = NULL;
+	if (!n)
+		return 0;
+	*out = calloc(n, sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	m = mp_profile__procs(sp->p, *out, n);
+	return (int)(m < n ? m : n);
+}
+
 static struct json_object *manifest_json(struct memprofd *d, struct svc_profile *sp)
 {
 	const struct mp_profile_opts *o = mp_profile__opts(sp->p);
@@ -492,8 +506,7 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 	struct mp_proc_stats *ps = NULL;
 	uint64_t counters[SVC_MAX_COUNTERS];
 	const char *names[SVC_MAX_COUNTERS];
-	size_t n;
-	int nc;
+	int n, nc;
 
 	json_object_object_add(root, "id", json_object_new_int64(sp->id));
 	json_object_object_add(root, "state", json_object_new_string(svc_state_name(st)));
@@ -517,15 +530,9 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 	json_object_object_add(root, "settings", set);
 
 	procs = json_object_new_array();
-	n = mp_profile__procs(sp->p, NULL, 0);
-	if (n)
-		ps = calloc(n, sizeof(*ps));
+	n = svc_profile__procs(sp, &ps);
 	if (ps) {
-		size_t m = mp_profile__procs(sp->p, ps, n);
-
-		if (m < n)
-			n = m;
-		for (size_t i = 0; i < n; i++) {
+		for (int i = 0; i < n; i++) {
 			struct json_object *pj = json_object_new_object();
 
 			json_object_object_add(pj, "pid", json_object_new_int(ps[i].pid));

@@ -24,6 +24,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,18 @@ struct perfmap {
 
 #define MP_PERFMAP_MAX	(1u << 20)	/* symbols per process */
 
+/* An intrusive list in least-recently-used order: most recent at the head. */
+struct lru_node {
+	struct lru_node *prev, *next;
+};
+
+struct lru_list {
+	struct lru_node *head, *tail;
+};
+
+/* The object holding @n (NULL-safe). */
+#define lru_entry(n, type) ((n) ? (type *)((char *)(n) - offsetof(type, lru)) : (type *)NULL)
+
 struct proc {
 	pid_t pid;
 	bool gone;			/* maps could no longer be read */
@@ -225,7 +238,7 @@ struct proc {
 	struct hmap misses;		/* pcs unmapped after a re-read: not re-read again */
 	uint64_t read_ns;		/* when the maps were last read */
 	uint64_t generation;		/* of the snapshot, from mp_symbolizer.generation */
-	struct proc *lru_prev, *lru_next;
+	struct lru_node lru;
 };
 
 struct load_seg {
@@ -256,7 +269,7 @@ struct module {
 	struct sym_ent *syms;
 	size_t nsyms;
 	bool syms_built;
-	struct module *lru_prev, *lru_next;	/* all modules, most recent first */
+	struct lru_node lru;		/* all modules, most recent first */
 };
 
 struct sym_ent {
@@ -275,14 +288,14 @@ struct mp_symbolizer {
 	/* objects */
 	struct hmap mods_by_key;	/* (key ptr) -> module */
 	struct hmap mods_by_ino;	/* (dev|1<<63, ino) -> module */
-	struct module *mod_lru_head, *mod_lru_tail;
+	struct lru_list mod_lru;
 	unsigned int nmodules, nloaded;
 	/* shared results */
 	struct hmap results;		/* (module key ptr, vaddr) -> result */
 	struct hmap unknowns;		/* (pc | 1 << 63) -> result for unmapped addresses */
 	/* processes */
 	struct hmap procs;		/* (pid + 1) -> proc */
-	struct proc *proc_lru_head, *proc_lru_tail;
+	struct lru_list proc_lru;
 	unsigned int nprocs;
 	uint64_t generation;		/* last snapshot generation handed out */
 	struct mp_symbolizer_stats st;
@@ -416,35 +429,36 @@ static const char *intern_symbol(struct mp_symbolizer *s, const char *name)
 /* ---------------------------------------------------------------------------------------------
  * Objects
  */
-static void mod_lru_unlink(struct mp_symbolizer *s, struct module *m)
+static void lru_unlink(struct lru_list *l, struct lru_node *n)
 {
-	if (m->lru_prev)
-		m->lru_prev->lru_next = m->lru_next;
+	if (n->prev)
+		n->prev->next = n->next;
 	else
-		s->mod_lru_head = m->lru_next;
-	if (m->lru_next)
-		m->lru_next->lru_prev = m->lru_prev;
+		l->head = n->next;
+	if (n->next)
+		n->next->prev = n->prev;
 	else
-		s->mod_lru_tail = m->lru_prev;
-	m->lru_prev = m->lru_next = NULL;
+		l->tail = n->prev;
+	n->prev = n->next = NULL;
 }
 
-static void mod_lru_push(struct mp_symbolizer *s, struct module *m)
+static void lru_push(struct lru_list *l, struct lru_node *n)
 {
-	m->lru_prev = NULL;
-	m->lru_next = s->mod_lru_head;
-	if (s->mod_lru_head)
-		s->mod_lru_head->lru_prev = m;
-	s->mod_lru_head = m;
-	if (!s->mod_lru_tail)
-		s->mod_lru_tail = m;
+	n->prev = NULL;
+	n->next = l->head;
+	if (l->head)
+		l->head->prev = n;
+	l->head = n;
+	if (!l->tail)
+		l->tail = n;
 }
 
-static void mod_touch(struct mp_symbolizer *s, struct module *m)
+/* @n was just used: move it to the head. */
+static void lru_touch(struct lru_list *l, struct lru_node *n)
 {
-	if (s->mod_lru_head != m) {
-		mod_lru_unlink(s, m);
-		mod_lru_push(s, m);
+	if (l->head != n) {
+		lru_unlink(l, n);
+		lru_push(l, n);
 	}
 }
 
@@ -469,7 +483,7 @@ static void module_unload(struct mp_symbolizer *s, struct module *m)
 static void module_free(struct mp_symbolizer *s, struct module *m)
 {
 	module_unload(s, m);
-	mod_lru_unlink(s, m);
+	lru_unlink(&s->mod_lru, &m->lru);
 	hmap_del(&s->mods_by_key, (uintptr_t)m->key, 0);
 	if (hmap_get(&s->mods_by_ino, (uint64_t)m->maps_dev | 1ULL << 63, m->maps_ino) == m)
 		hmap_del(&s->mods_by_ino, (uint64_t)m->maps_dev | 1ULL << 63, m->maps_ino);
@@ -488,14 +502,16 @@ static void modules_trim(struct mp_symbolizer *s, struct module *keep)
 {
 	struct module *m, *prev;
 
-	for (m = s->mod_lru_tail; m && s->nloaded > s->opts.max_modules; m = m->lru_prev) {
+	for (m = lru_entry(s->mod_lru.tail, struct module); m && s->nloaded > s->opts.max_modules;
+	     m = lru_entry(m->lru.prev, struct module)) {
 		if (m != keep && m->dwfl) {
 			module_unload(s, m);
 			s->st.modules_unloaded++;
 		}
 	}
-	for (m = s->mod_lru_tail; m && s->nmodules > s->opts.max_modules; m = prev) {
-		prev = m->lru_prev;
+	for (m = lru_entry(s->mod_lru.tail, struct module); m && s->nmodules > s->opts.max_modules;
+	     m = prev) {
+		prev = lru_entry(m->lru.prev, struct module);
 		if (m != keep && !m->refs)
 			module_free(s, m);
 	}
@@ -625,7 +641,7 @@ static struct module *module_get(struct mp_symbolizer *s, pid_t pid, const char 
 		close(fd);
 		goto fail;
 	}
-	mod_lru_push(s, m);
+	lru_push(&s->mod_lru, &m->lru);
 	s->nmodules++;
 	s->st.objects_opened++;
 	return m;
@@ -1144,30 +1160,6 @@ static struct result *lookup_module(struct mp_symbolizer *s, struct module *m, u
 /* ---------------------------------------------------------------------------------------------
  * Processes
  */
-static void proc_lru_unlink(struct mp_symbolizer *s, struct proc *p)
-{
-	if (p->lru_prev)
-		p->lru_prev->lru_next = p->lru_next;
-	else
-		s->proc_lru_head = p->lru_next;
-	if (p->lru_next)
-		p->lru_next->lru_prev = p->lru_prev;
-	else
-		s->proc_lru_tail = p->lru_prev;
-	p->lru_prev = p->lru_next = NULL;
-}
-
-static void proc_lru_push(struct mp_symbolizer *s, struct proc *p)
-{
-	p->lru_prev = NULL;
-	p->lru_next = s->proc_lru_head;
-	if (s->proc_lru_head)
-		s->proc_lru_head->lru_prev = p;
-	s->proc_lru_head = p;
-	if (!s->proc_lru_tail)
-		s->proc_lru_tail = p;
-}
-
 static void maps_release(struct mp_symbolizer *s, struct proc_map *maps, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -1343,7 +1335,7 @@ static const struct perfmap_sym *perfmap_find(struct perfmap *pm, uint64_t pc)
 static void proc_free(struct mp_symbolizer *s, struct proc *p)
 {
 	hmap_del(&s->procs, (uint64_t)p->pid + 1, 0);
-	proc_lru_unlink(s, p);
+	lru_unlink(&s->proc_lru, &p->lru);
 	maps_release(s, p->maps, p->nmaps);
 	hmap_clear(&p->addrs);
 	hmap_clear(&p->misses);
@@ -1409,7 +1401,7 @@ static int proc_read_maps(struct mp_symbolizer *s, struct proc *p)
 					     end);
 			if (pm->mod) {
 				pm->mod->refs++;
-				mod_touch(s, pm->mod);
+				lru_touch(&s->mod_lru, &pm->mod->lru);
 			}
 			pm->name = intern(s, name);
 		} else {
@@ -1449,10 +1441,7 @@ static struct proc *proc_get(struct mp_symbolizer *s, pid_t pid, int *err, bool 
 	int r;
 
 	if (p) {
-		if (s->proc_lru_head != p) {
-			proc_lru_unlink(s, p);
-			proc_lru_push(s, p);
-		}
+		lru_touch(&s->proc_lru, &p->lru);
 		return p;
 	}
 	p = calloc(1, sizeof(*p));
@@ -1472,11 +1461,11 @@ static struct proc *proc_get(struct mp_symbolizer *s, pid_t pid, int *err, bool 
 		*err = r ? r : -ENOMEM;
 		return NULL;
 	}
-	proc_lru_push(s, p);
+	lru_push(&s->proc_lru, &p->lru);
 	s->nprocs++;
 	*created = true;
-	while (s->nprocs > s->opts.max_procs && s->proc_lru_tail != p) {
-		proc_free(s, s->proc_lru_tail);
+	while (s->nprocs > s->opts.max_procs && s->proc_lru.tail != &p->lru) {
+		proc_free(s, lru_entry(s->proc_lru.tail, struct proc));
 		s->st.procs_evicted++;
 	}
 	return p;
@@ -1564,7 +1553,7 @@ static struct result *resolve_mapping(struct mp_symbolizer *s, struct proc *p, s
 			s->st.result_hits++;
 			return r;
 		}
-		mod_touch(s, pm->mod);
+		lru_touch(&s->mod_lru, &pm->mod->lru);
 		r = lookup_module(s, pm->mod, vaddr);
 		if (r && hmap_put(&s->results, (uintptr_t)pm->mod->key, vaddr, r))
 			r = NULL;
@@ -1808,10 +1797,10 @@ void mp_symbolizer__free(struct mp_symbolizer *s)
 
 	if (!s)
 		return;
-	while (s->proc_lru_head)
-		proc_free(s, s->proc_lru_head);
-	while (s->mod_lru_head)
-		module_free(s, s->mod_lru_head);
+	while (s->proc_lru.head)
+		proc_free(s, lru_entry(s->proc_lru.head, struct proc));
+	while (s->mod_lru.head)
+		module_free(s, lru_entry(s->mod_lru.head, struct module));
 	hmap_clear(&s->procs);
 	hmap_clear(&s->mods_by_key);
 	hmap_clear(&s->mods_by_ino);

@@ -822,22 +822,29 @@ static size_t lower_bound(const uint64_t *pts, size_t n, uint64_t v)
 	return lo;
 }
 
-static int build_timeline(struct rp_model *m)
+bool rp_model__span(const struct rp_model *m, uint64_t *t0, uint64_t *t1)
 {
-	size_t k = m->opts.points;
-	uint64_t t0 = UINT64_MAX, t1 = 0;
-	uint64_t *pts;
-	double *d_est, *d_var;
-
+	*t0 = UINT64_MAX;
+	*t1 = 0;
 	for (size_t i = 0; i < m->ntraces; i++) {
 		const struct rp_trace *t = &m->traces[i];
 
-		if (t->start_us + t->win_start < t0)
-			t0 = t->start_us + t->win_start;
-		if (t->start_us + t->win_end > t1)
-			t1 = t->start_us + t->win_end;
+		if (t->start_us + t->win_start < *t0)
+			*t0 = t->start_us + t->win_start;
+		if (t->start_us + t->win_end > *t1)
+			*t1 = t->start_us + t->win_end;
 	}
-	if (!m->ntraces || t1 < t0)
+	return m->ntraces && *t1 >= *t0;
+}
+
+static int build_timeline(struct rp_model *m)
+{
+	size_t k = m->opts.points;
+	uint64_t t0, t1;
+	uint64_t *pts;
+	double *d_est, *d_var;
+
+	if (!rp_model__span(m, &t0, &t1))
 		return 0;
 	m->timeline = calloc(k, sizeof(*m->timeline));
 	pts = calloc(k, sizeof(*pts));

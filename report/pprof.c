@@ -345,7 +345,7 @@ int rp_write_pprof(const struct rp_model *m, const char *path)
 	struct pp p = { 0 };
 	uint8_t *raw = NULL, *gz = NULL;
 	size_t rawlen, gzlen;
-	uint64_t t0 = UINT64_MAX, t1 = 0;
+	uint64_t t0, t1;
 	char *comment = NULL;
 	int err;
 
@@ -368,15 +368,7 @@ int rp_write_pprof(const struct rp_model *m, const char *path)
 	prof.period_type = &p.period_type;
 	if (m->ntraces)
 		prof.period = clamp_i64(m->traces[0].word_bytes / m->traces[0].rate);
-	for (size_t i = 0; i < m->ntraces; i++) {
-		const struct rp_trace *t = &m->traces[i];
-
-		if (t->start_us + t->win_start < t0)
-			t0 = t->start_us + t->win_start;
-		if (t->start_us + t->win_end > t1)
-			t1 = t->start_us + t->win_end;
-	}
-	if (m->ntraces && t1 >= t0) {
+	if (rp_model__span(m, &t0, &t1)) {
 		prof.time_nanos = (int64_t)(t0 * 1000);
 		prof.duration_nanos = (int64_t)((t1 - t0) * 1000);
 	}

@@ -175,6 +175,8 @@ int rp_model__analyze(struct rp_model *m);
 
 /* A frame's display name: function, else file, else the code in hex. */
 const char *rp_frame__name(const struct rp_model *m, uint32_t frame, char *buf, size_t len);
+/* The wall-clock span of the analysed windows of all traces, in epoch us: false when empty. */
+bool rp_model__span(const struct rp_model *m, uint64_t *t0, uint64_t *t1);
 
 static inline double rp_se(const struct rp_est *e)
 {

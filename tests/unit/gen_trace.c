@@ -25,6 +25,8 @@
 
 #include <memprof/trace.h>
 
+#include "userspace-lib/rng.h"
+
 #define STEP_US		10
 
 struct site {
@@ -62,37 +64,15 @@ static struct site sites[] = {
 /* xoshiro256** with SplitMix64 seeding. */
 static uint64_t rng_s[4];
 
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
 static uint64_t rng_next(void)
 {
-	uint64_t r = rotl(rng_s[1] * 5, 7) * 9, t = rng_s[1] << 17;
-
-	rng_s[2] ^= rng_s[0];
-	rng_s[3] ^= rng_s[1];
-	rng_s[1] ^= rng_s[2];
-	rng_s[0] ^= rng_s[3];
-	rng_s[2] ^= t;
-	rng_s[3] = rotl(rng_s[3], 45);
-	return r;
+	return mp_xoshiro256_next(rng_s);
 }
 
 /* Uniform on (0, 1]. */
 static double rng_unit(void)
 {
-	return ((double)(rng_next() >> 11) + 1.0) / 9007199254740992.0;
+	return mp_uniform53(rng_next());
 }
 
 /* Geometric(λ) on {1, 2, ...}: words up to and including the next sample point. */
@@ -208,7 +188,7 @@ static void write_truth(FILE *f, double rate, uint64_t seed, uint64_t end_us)
 
 int main(int argc, char **argv)
 {
-	uint64_t seed = 1, steps = 300000, start_us = 1795959672000000ull, x, countdown;
+	uint64_t seed = 1, steps = 300000, start_us = 1795959672000000ull, countdown;
 	double rate = 1e-3, total_weight = 0;
 	struct memprof_writer_opts wo = { .sz = sizeof(wo), .version = 2 };
 	struct memprof_trace_info info = {
@@ -244,9 +224,7 @@ int main(int argc, char **argv)
 			"OUT.ctf TRUTH.json\n");
 		return 2;
 	}
-	x = seed;
-	for (int i = 0; i < 4; i++)
-		rng_s[i] = splitmix64(&x);
+	mp_xoshiro256_seed(rng_s, seed);
 	info.sample_rate = rate;
 	info.start_time_us = start_us;
 	w = memprof_writer__open(argv[optind], &info, &wo);

@@ -3,46 +3,26 @@
 #include <math.h>
 
 #include "pl_core.h"
+#include "userspace-lib/rng.h"
 
 uint64_t pl_splitmix64(uint64_t *x)
 {
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
+	return mp_splitmix64(x);
 }
 
 void pl_rng_seed(struct pl_rng *r, uint64_t seed)
 {
-	for (int i = 0; i < 4; i++)
-		r->s[i] = pl_splitmix64(&seed);
-}
-
-static inline uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
+	mp_xoshiro256_seed(r->s, seed);
 }
 
 uint64_t pl_rng_next(struct pl_rng *r)
 {
-	uint64_t *s = r->s;
-	uint64_t result = rotl(s[1] * 5, 7) * 9;
-	uint64_t t = s[1] << 17;
-
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return result;
+	return mp_xoshiro256_next(r->s);
 }
 
 int64_t pl_draw_geom(struct pl_rng *r, double log1m)
 {
-	/* U uniform on (0, 1]: 53 random bits, +1 so that log(U) is finite. */
-	double u = (double)((pl_rng_next(r) >> 11) + 1) * 0x1.0p-53;
+	double u = mp_uniform53(pl_rng_next(r));
 	double g = floor(log(u) / log1m) + 1.0;
 
 	/* rate 1: log1m = -inf, log(u)/-inf = 0 (or -0 for u = 1): g = 1. */
