@@ -81,4 +81,10 @@ bench-suite: bench-bins all
 	$(Q)BENCH_BUILD=$(abspath $(B)) bench/run $(BENCH_ARGS)
 
 bench: bench-suite
+
+# Benchmarks measure time: two must never run at once, even under make -j. When bench is a goal,
+# this make runs one recipe at a time (GNU make 4.3 has no per-target .NOTPARALLEL).
+ifneq ($(filter bench bench-suite,$(MAKECMDGOALS)),)
+.NOTPARALLEL:
+endif
 include bench/stacks.mk

@@ -559,6 +559,20 @@ static __always_inline int emit_alloc_ustack(struct pt_regs *ctx, const struct t
 	return emit_ustack_pages(ctx, st, cfg, pid_tgid, addr, want, npages, 17);
 }
 
+/*
+ * Return of a realloc-like call whose old block (st->arg) was sampled: the block is gone
+ * (@gone: a free event) or still there (back into the sampled table).
+ */
+static __always_inline void old_block_settle(struct tstate *st, __u64 pid_tgid, __u32 tgid,
+					     bool gone)
+{
+	if (gone)
+		emit_free(pid_tgid, st->old_profile, st->arg, st->kind);
+	else
+		sampled_put(tgid, st->arg, st->old_profile, st->old_kind, st->old_incarnation);
+	st->old_profile = 0;
+}
+
 /* Return of an allocator: @ret is its return value. */
 static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 {
@@ -599,12 +613,7 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 		if (st->old_profile) {
 			/* The old block is gone when realloc succeeded, or when it was
 			 * realloc(p, 0), which frees p. A failed realloc leaves it alone. */
-			if (addr || st->size == 0)
-				emit_free(pid_tgid, st->old_profile, st->arg, st->kind);
-			else
-				sampled_put(tgid, st->arg, st->old_profile, st->old_kind,
-					    st->old_incarnation);
-			st->old_profile = 0;
+			old_block_settle(st, pid_tgid, tgid, addr || st->size == 0);
 		}
 		break;
 	case MP_KIND_XALLOCX:
@@ -613,14 +622,8 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 		 * collected and a block of size bytes allocated at the same address (as for a
 		 * realloc that returns its argument); otherwise nothing changed. */
 		addr = st->size && ret >= st->size ? st->arg : 0;
-		if (st->old_profile) {
-			if (addr)
-				emit_free(pid_tgid, st->old_profile, st->arg, st->kind);
-			else
-				sampled_put(tgid, st->arg, st->old_profile, st->old_kind,
-					    st->old_incarnation);
-			st->old_profile = 0;
-		}
+		if (st->old_profile)
+			old_block_settle(st, pid_tgid, tgid, addr);
 		break;
 	default:
 		break;

@@ -21,25 +21,32 @@ static void attach_help(void)
 	       "Options:\n"
 	       "  -r, --rate RATE           sampling rate per word, in (0, 1] (default 1e-4)\n"
 	       "      --callstack-size N    frames kept per sample, 1-127 (default 127)\n"
+	       "      --unwind MODE         backtraces: fp, dwarf or auto (default auto)\n"
+	       "      --stack-copy-size BYTES\n"
+	       "                            bytes of stack copied per sample for dwarf and auto\n"
+	       "                            (default 16384, at most 65536; 0: no copy)\n"
 	       "  -d, --duration T          stop sampling after T (e.g. 30s, 500ms, 5m, 1h)\n"
 	       "  -o, --output FILE         write the first process' trace to FILE\n"
 	       "      --no-follow-forks     do not profile the children the processes fork\n"
 	       "      --format-version V    memtrace format version, 2 or 3 (default 2)\n"
 	       "  -z, --zstd                compress the traces with zstd\n"
 	       "      --max-overhead PCT    detach a process whose probes cost more than PCT %%\n"
-	       "                            of one CPU (1 s average); 0 = unlimited\n"
+	       "                            of one CPU, 1 s average (default 0: no limit)\n"
 	       "  -w, --wait                wait until sampling ends, then discard and print\n"
 	       "  -j, --json                print JSON\n"
 	       "  -h, --help                show this help\n");
 }
 
-enum { OPT_CALLSTACK = 0x100, OPT_NO_FOLLOW, OPT_FORMAT, OPT_MAX_OVERHEAD };
+enum { OPT_CALLSTACK = 0x100, OPT_NO_FOLLOW, OPT_FORMAT, OPT_MAX_OVERHEAD, OPT_UNWIND,
+       OPT_STACK_COPY };
 
 int cmd_attach(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "rate", required_argument, NULL, 'r' },
 		{ "callstack-size", required_argument, NULL, OPT_CALLSTACK },
+		{ "unwind", required_argument, NULL, OPT_UNWIND },
+		{ "stack-copy-size", required_argument, NULL, OPT_STACK_COPY },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "no-follow-forks", no_argument, NULL, OPT_NO_FOLLOW },
@@ -83,6 +90,24 @@ int cmd_attach(int argc, char **argv)
 				return 2;
 			}
 			o.callstack_size = (unsigned int)v;
+			break;
+		case OPT_UNWIND:
+			if (strcmp(optarg, "fp") && strcmp(optarg, "dwarf") && strcmp(optarg, "auto")) {
+				fprintf(stderr, "memprofctl attach: invalid unwind mode '%s': fp, "
+					"dwarf or auto\n", optarg);
+				return 2;
+			}
+			o.unwind = optarg;
+			break;
+		case OPT_STACK_COPY:
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || v > 65536) {
+				fprintf(stderr, "memprofctl attach: invalid stack copy size '%s': 0 to "
+					"65536 bytes\n", optarg);
+				return 2;
+			}
+			o.stack_copy_size = v ? (int)v : -1;
 			break;
 		case 'd':
 			if (ctl_parse_duration(optarg, &o.duration_us) < 0) {

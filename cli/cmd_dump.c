@@ -195,12 +195,14 @@ int cmd_dump(int argc, char **argv)
 			ropts.strict = -1;
 			break;
 		case 'h':
-			printf("Usage: memprofctl dump [--json] [--locations] [--lenient] TRACE\n\n"
+			printf("Usage: memprofctl dump [OPTIONS] TRACE\n\n"
 			       "Print a memtrace trace (.ctf or .ctf.zst): its info, then one line per\n"
 			       "event with the backtrace decoded, outermost frame first.\n\n"
+			       "Options:\n"
 			       "  -j, --json        print JSON\n"
 			       "  -l, --locations   also print location definitions\n"
-			       "      --lenient     accept what the upstream reader accepts\n");
+			       "      --lenient     accept what the upstream reader accepts\n"
+			       "  -h, --help        show this help\n");
 			return 0;
 		default:
 			return 2;	/* getopt printed the error line */

@@ -57,12 +57,13 @@ static void record_usage(FILE *f)
 		"      --interval BYTES     mean bytes between samples (rate = 8 / BYTES)\n"
 		"      --callstack-size N   frames kept per sample (default and maximum 127)\n"
 		"      --unwind MODE        backtraces: fp (frame pointers), dwarf (DWARF CFI on\n"
-		"                           a copy of the stack), auto (dwarf where frame\n"
-		"                           pointers are missing; default)\n"
-		"      --stack-copy-size B  bytes of stack copied per sample for dwarf/auto\n"
+		"                           a copy of the stack), auto (the default; dwarf where\n"
+		"                           frame pointers are missing)\n"
+		"      --stack-copy-size BYTES\n"
+		"                           bytes of stack copied per sample for dwarf and auto\n"
 		"                           (default 16384, at most 65536; 0: no copy)\n"
-		"  -o, --output FILE        trace of CMD (default memprof.ctf); forked children\n"
-		"                           write FILE.<pid>\n"
+		"  -o, --output FILE        trace of CMD (default memprof.ctf, memprof.ctf.zst\n"
+		"                           with --zstd); forked children write FILE.<pid>\n"
 		"      --no-follow-forks    do not profile CMD's children\n"
 		"      --seed N             seed of the multiplicity PRNG (reproducible runs)\n"
 		"      --format-version V   memtrace format version 2 (default) or 3\n"
@@ -70,7 +71,7 @@ static void record_usage(FILE *f)
 		"      --preload[=LIB]      run CMD with LD_PRELOAD=libmemprof-preload.so (LIB):\n"
 		"                           it samples in-process and traps only on samples\n"
 		"      --max-overhead PCT   detach a process whose probes cost more than PCT %%\n"
-		"                           of one CPU (1 s average); 0 = unlimited (default)\n"
+		"                           of one CPU, 1 s average (default 0: no limit)\n"
 		"      --daemon             record through memprofd (fail if it is not reachable)\n"
 		"      --no-daemon          record in this process even if memprofd is reachable\n"
 		"  -h, --help               show this help\n"
@@ -467,7 +468,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
-	bool has_rate = false;
+	bool has_rate = false, has_interval = false;
 	uint64_t v;
 	char *end;
 	int c;
@@ -485,6 +486,11 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 					"be a number in (0, 1]\n", optarg);
 				return 2;
 			}
+			if (has_interval) {
+				fprintf(stderr, "memprofctl record: --rate and --interval exclude "
+					"each other\n");
+				return 2;
+			}
 			has_rate = true;
 			break;
 		case OPT_INTERVAL:
@@ -499,6 +505,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 				return 2;
 			}
 			o->popts.rate = 8.0 / (double)v;
+			has_interval = true;
 			break;
 		case OPT_CALLSTACK:
 			if (parse_u64(optarg, &v) || v < 1 || v > MP_MAX_STACK) {

@@ -9,6 +9,7 @@
 struct ctl_globals {
 	bool json;		/* --json: machine-readable output */
 	const char *socket;	/* --socket PATH: memprofd's private bus socket */
+	const char *cmd;	/* the command running, for messages ("attach") */
 };
 
 extern struct ctl_globals ctl;

@@ -51,12 +51,12 @@ int ctl_bus_connect(struct memprof_client **ret, bool quiet)
 
 	if (r == -ECONNRESET) {
 		if (!quiet)
-			ctl_fail("connect", "memprofd at '%s' closed the connection (too many "
+			ctl_fail(ctl.cmd, "memprofd at '%s' closed the connection (too many "
 				 "clients of this user?)", ctl.socket);
 		return -ECONNREFUSED;
 	}
 	if (r < 0 && !quiet)
-		ctl_fail("connect", "Failed to connect to memprofd at '%s': %s%s", ctl.socket,
+		ctl_fail(ctl.cmd, "Failed to connect to memprofd at '%s': %s%s", ctl.socket,
 			 strerror(-r), r == -ENOENT || r == -ECONNREFUSED ?
 			 " (is memprofd running?)" : "");
 	return r;

@@ -12,13 +12,13 @@ struct ctl_globals ctl;
 
 static const struct ctl_command commands[] = {
 	{ "attach", cmd_attach, "[OPTIONS] PID...", "start profiling running processes" },
-	{ "discard", cmd_discard, "ID", "complete a stopped profile's traces" },
+	{ "discard", cmd_discard, "[OPTIONS] ID", "complete a stopped profile's traces" },
 	{ "dump", cmd_dump, "[OPTIONS] TRACE", "print a trace, one line per event" },
-	{ "list", cmd_list, "", "list the profiles" },
+	{ "list", cmd_list, "[OPTIONS]", "list the profiles" },
 	{ "record", cmd_record, "[OPTIONS] -- CMD [ARGS...]", "run CMD and trace its allocations" },
 	{ "report", cmd_report, "[OPTIONS] TRACE...", "top sites, leaks, flame graph, pprof" },
-	{ "status", cmd_status, "[ID]", "show memprofd's or a profile's state" },
-	{ "stop", cmd_stop, "ID", "stop sampling (frees still recorded)" },
+	{ "status", cmd_status, "[OPTIONS] [ID]", "show memprofd's or a profile's state" },
+	{ "stop", cmd_stop, "[OPTIONS] ID", "stop sampling (frees still recorded)" },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -114,6 +114,7 @@ int main(int argc, char **argv)
 	 * Each command parses its own options with getopt_long from a fresh start; getopt names
 	 * it in its error lines ("memprofctl attach: option '--rate' requires an argument").
 	 */
+	ctl.cmd = cmd->name;
 	snprintf(prog, sizeof(prog), "memprofctl %s", cmd->name);
 	argv[idx] = prog;
 	optind = 0;

@@ -27,7 +27,7 @@ $(B)/daemon/engine.o: CFLAGS += -DMP_ENGINE_VERSION='"$(VERSION)"'
 REC_WL_DIR	:= $(B)/tests/workloads
 REC_WL_CFLAGS	:= -std=gnu11 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -D_GNU_SOURCE $(WARN)
 
-$(REC_WL_DIR)/wl_alloc: tests/workloads/wl_alloc.c
+$(REC_WL_DIR)/wl_alloc: tests/workloads/wl_alloc.c tests/workloads/wl_truth.h
 	$(call msg,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(REC_WL_CFLAGS) -o $@ $< -pthread
@@ -78,7 +78,7 @@ $(B)/tests/bpf/engine_check: $(B)/tests/bpf/engine_check.o $$(ENGINE_OBJS) $(B)/
 BPF_TESTS	+= $(B)/tests/bpf/engine_check
 
 # The same workload linked statically: its allocator is in the executable, probed at exec.
-$(REC_WL_DIR)/wl_alloc_static: tests/workloads/wl_alloc.c
+$(REC_WL_DIR)/wl_alloc_static: tests/workloads/wl_alloc.c tests/workloads/wl_truth.h
 	$(call msg,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(REC_WL_CFLAGS) -static -o $@ $< -pthread

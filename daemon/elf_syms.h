@@ -24,7 +24,7 @@ struct mp_sym_found {
 	int prio;		/* 0: none; 1: hidden version; 2: .symtab; 3: default .dynsym */
 };
 
-/* Index of @name in the caller's table of @n names, or -1. */
+/* Index of @name in the caller's table of names, or -1. */
 typedef int (*mp_sym_index_fn)(const char *name, void *ctx);
 
 /*

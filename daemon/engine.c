@@ -1639,22 +1639,6 @@ size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, 
 	return p->ntraces;
 }
 
-int mp_profile__attach(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
-{
-	char dummy[8];
-
-	if (!err) {
-		err = dummy;
-		err_len = sizeof(dummy);
-	}
-	if (!trace_find(p, pid)) {
-		snprintf(err, err_len, "Process %d is not part of profile %" PRIu32, (int)pid,
-			 p->id);
-		return -ENOENT;
-	}
-	return attach_pid(p, pid, err, err_len);
-}
-
 int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n)
 {
 	uint64_t all[MP_STAT__MAX];

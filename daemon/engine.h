@@ -218,9 +218,6 @@ int mp_engine__reap(struct mp_engine *e, pid_t pid);
  * afterwards. */
 int mp_engine__forget(struct mp_engine *e, struct mp_profile *p);
 
-/* Probe objects @pid mapped since its profile started (after dlopen). */
-int mp_profile__attach(struct mp_profile *p, pid_t pid, char *err, size_t err_len);
-
 /*
  * @pid was just forked by, or just exec'd in, a profiled process and is held stopped by the
  * caller (ptrace) before it runs code of its own: deliver the pending events (its FORK or EXEC

@@ -102,8 +102,8 @@ static void print_sites(const struct rp_model *m, FILE *f, const uint32_t *order
 	size_t n = m->nsites < m->opts.top ? m->nsites : m->opts.top;
 	double total = m->opts.live ? m->total_live_bytes.est : m->total_bytes.est;
 
-	fprintf(f, "\nTop %zu sites by %s%s (by %s)\n", n, m->opts.live ? "live " : "", title,
-		rp_by_name(m->opts.by));
+	fprintf(f, "\nTop %zu site%s by %s%s (by %s)\n", n, n == 1 ? "" : "s",
+		m->opts.live ? "live " : "", title, rp_by_name(m->opts.by));
 	fprintf(f, "  %3s %11s %11s %6s %12s %10s %11s  %s\n", "#", "bytes", "± SE", "%",
 		"allocations", "± SE", "live bytes", "site");
 	for (size_t i = 0; i < n; i++) {

@@ -705,7 +705,7 @@ struct memprof_reader *memprof_reader__open(const char *path,
 	if (fd < 0) {
 		err = errno;
 		if (errbuf && errbuf_len)
-			snprintf(errbuf, errbuf_len, "cannot open '%s': %s", path, strerror(err));
+			snprintf(errbuf, errbuf_len, "%s", strerror(err));	/* callers name @path */
 		errno = err;
 		return NULL;
 	}

@@ -20,20 +20,8 @@ cleanup() {
 }
 trap cleanup EXIT
 ctl() { "$CTL" --socket "$SOCK" "$@"; }
-wait_until() {	# wait_until SECONDS COMMAND...: bounded wait for a condition
-	local t=$1 i; shift
-	for ((i = 0; i < t * 20; i++)); do
-		"$@" && return 0
-		sleep 0.05
-	done
-	return 1
-}
 
-: > "$T/memprofd.conf"
-"$MEMPROFD" --socket "$SOCK" --state-dir "$T/state" --config "$T/memprofd.conf" --seed 99 \
-	>"$T/memprofd.log" 2>&1 &
-DPID=$!
-if ! wait_until 20 ctl status >/dev/null 2>&1; then
+if ! memprofd_up "$SOCK" "$T/state" "$T/memprofd.log" --seed 99; then
 	fail "memprofd did not come up"
 	cat "$T/memprofd.log"
 	exit 1

@@ -62,15 +62,8 @@ MEMPROFD=$MP_BUILD/bin/memprofd
 if [ -x "$MEMPROFD" ]; then
 	S=$T/svc
 	mkdir -p "$S"
-	: > "$S/memprofd.conf"
-	"$MEMPROFD" --socket "$S/bus" --state-dir "$S/state" --config "$S/memprofd.conf" \
-		--log-level debug >"$S/memprofd.log" 2>&1 &
-	dpid=$!
 	up=false
-	for _ in $(seq 100); do
-		"$CTL" --socket "$S/bus" status >/dev/null 2>&1 && { up=true; break; }
-		sleep 0.1
-	done
+	memprofd_up "$S/bus" "$S/state" "$S/memprofd.log" --log-level debug && up=true
 	ok "service: memprofd answers on a private socket" $up
 	if $up; then
 		"$LOOP" hog 4 >"$S/hog.out" &
@@ -99,8 +92,8 @@ if [ -x "$MEMPROFD" ]; then
 		ok "service: the detached workload ran to its end" grep -q "^pairs " "$S/hog.out"
 		$detached || sed "s/^/    [memprofd] /" "$S/memprofd.log"
 	fi
-	kill -TERM "$dpid" 2>/dev/null
-	wait "$dpid"
+	kill -TERM "$DPID" 2>/dev/null
+	wait "$DPID"
 	ok "service: memprofd exits cleanly" [ $? -eq 0 ]
 else
 	echo "# no memprofd built: service part skipped"

@@ -30,22 +30,11 @@ svc_require() {
 
 ctl() { "$MEMPROFCTL" --socket "$SOCK" "$@"; }
 
-# Bounded wait for a condition (tests may poll; the daemon never does).
-wait_until() {	# wait_until SECONDS COMMAND...
-	local t=$1 i; shift
-	for ((i = 0; i < t * 20; i++)); do
-		"$@" && return 0
-		sleep 0.05
-	done
-	return 1
-}
+# wait_until, memprofd_up
+. "$(dirname "${BASH_SOURCE[0]}")/../lib-memprofd.sh"
 
 svc_start() {	# svc_start [memprofd options...]: start memprofd, wait until it answers
-	: > "$MP_TMP/memprofd.conf"
-	"$MEMPROFD" --socket "$SOCK" --state-dir "$STATE" --config "$MP_TMP/memprofd.conf" \
-		--log-level debug "$@" >> "$MP_TMP/memprofd.log" 2>&1 &
-	DPID=$!
-	if ! wait_until 20 ctl status >/dev/null 2>&1; then
+	if ! memprofd_up "$SOCK" "$STATE" "$MP_TMP/memprofd.log" --log-level debug "$@"; then
 		cat "$MP_TMP/memprofd.log"
 		echo "FAIL: memprofd did not come up"
 		exit 1

@@ -17,7 +17,7 @@ FAILS=0
 pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
 check() { local n=$1; shift; if "$@"; then pass "$n"; else fail "$n"; fi; }
-wait_until() { local t=$1 i; shift; for ((i = 0; i < t * 10; i++)); do "$@" && return 0; sleep 0.1; done; return 1; }
+. "$HERE/../lib-memprofd.sh"	# wait_until
 trap 'nspawn_teardown' EXIT
 
 # --- install into the container's root with the project's own install rule ----------------

@@ -34,22 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NOINLINE __attribute__((noinline))
+#include "wl_truth.h"
 
 static void *volatile sink;
 static volatile uint64_t touch;
-
-static uint64_t words(size_t size)
-{
-	return (size + 7) / 8 + 1;
-}
-
-static void truth(const char *site, uint64_t w, uint64_t live, uint64_t blocks)
-{
-	printf("TRUTH %s words=%llu live_words=%llu blocks=%llu\n", site, (unsigned long long)w,
-	       (unsigned long long)live, (unsigned long long)blocks);
-	fflush(stdout);
-}
 
 static void sleep_ms(long ms)
 {

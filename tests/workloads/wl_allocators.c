@@ -21,6 +21,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "wl_truth.h"
+
 #if defined(WL_JEMALLOC)
 #include <jemalloc/jemalloc.h>
 #elif defined(WL_TCMALLOC)
@@ -36,21 +38,7 @@ void tc_deletearray_sized(void *p, size_t size);
 #error "define WL_JEMALLOC, WL_TCMALLOC or WL_MIMALLOC"
 #endif
 
-#define NOINLINE __attribute__((noinline))
-
 static void *volatile sink;
-
-static uint64_t words(size_t size)
-{
-	return (size + 7) / 8 + 1;
-}
-
-static void truth(const char *site, uint64_t w, uint64_t live, uint64_t blocks)
-{
-	printf("TRUTH %s words=%llu live_words=%llu blocks=%llu\n", site, (unsigned long long)w,
-	       (unsigned long long)live, (unsigned long long)blocks);
-	fflush(stdout);
-}
 
 static void die(const char *what)
 {

@@ -11,23 +11,11 @@
 
 #include <mimalloc.h>
 
-#define NOINLINE __attribute__((noinline))
+#include "wl_truth.h"
 
 int wl_dl_run(long scale);
 
 static void *volatile sink;
-
-static uint64_t words(size_t size)
-{
-	return (size + 7) / 8 + 1;
-}
-
-static void truth(const char *site, uint64_t w, uint64_t live, uint64_t blocks)
-{
-	printf("TRUTH %s words=%llu live_words=%llu blocks=%llu\n", site, (unsigned long long)w,
-	       (unsigned long long)live, (unsigned long long)blocks);
-	fflush(stdout);
-}
 
 NOINLINE static void *wl_site_dl_mi(size_t size)
 {

@@ -3,6 +3,16 @@
 
 EXTRA_CFLAGS_cli += -DMP_LIBDIR='"$(libdir)"'
 
+# The objects are rebuilt when libdir changes (`make install prefix=/usr` after a plain `make`),
+# so an installed memprofctl looks where the library was installed. The stamp holds the libdir
+# it was built for and is rewritten only when that differs.
+.PHONY: mp-libdir-check
+mp-libdir-check:
+$(B)/gen/cli/libdir.stamp: mp-libdir-check
+	@mkdir -p $(@D)
+	$(Q)[ "$$(cat $@ 2>/dev/null)" = '$(libdir)' ] || echo '$(libdir)' > $@
+$(CTL_OBJS): $(B)/gen/cli/libdir.stamp
+
 $(B)/bench/fast_bench: bench/fast_bench.c
 	$(call msg,CC,$@)
 	@mkdir -p $(@D)
