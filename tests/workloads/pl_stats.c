@@ -25,6 +25,7 @@
 
 struct batch {
 	int n;
+	int owner;	/* the worker that allocated the blocks */
 	void *p[BATCH];
 };
 
@@ -55,14 +56,23 @@ static void free_batch(struct batch *b)
 	b->n = 0;
 }
 
-/* Push @b to the pool and take another batch (likely another thread's) to free. */
+/*
+ * Push @b to the pool and take the newest batch of another thread to free. Never our own: on a
+ * busy machine the workers often run one after another, and a worker alone would take back
+ * its own batches (then a run at a low rate may see no sampled block freed by another thread).
+ */
 static void exchange(struct batch *b)
 {
 	struct batch out = { 0 };
 
 	pthread_mutex_lock(&pool_lock);
-	if (pool_n > 0)
-		out = pool[--pool_n];
+	for (int i = pool_n; i-- > 0;) {
+		if (pool[i].owner == b->owner)
+			continue;
+		out = pool[i];
+		pool[i] = pool[--pool_n];
+		break;
+	}
 	if (pool_n < POOL) {
 		pool[pool_n++] = *b;
 		b->n = 0;
@@ -74,11 +84,10 @@ static void exchange(struct batch *b)
 
 static void *worker(void *arg)
 {
-	struct batch b = { 0 };
+	struct batch b = { .owner = (int)(intptr_t)arg };
 	long done[MAX_CLASSES] = { 0 }, k = 0;
 	int busy = 1;
 
-	(void)arg;
 	while (busy) {
 		busy = 0;
 		for (int c = 0; c < nclasses; c++) {
@@ -138,7 +147,7 @@ int main(int argc, char **argv)
 	if (threads < 1 || threads > MAX_THREADS)
 		return 2;
 	for (int i = 0; i < threads; i++)
-		if (pthread_create(&t[i], NULL, worker, NULL)) {
+		if (pthread_create(&t[i], NULL, worker, (void *)(intptr_t)(i + 1))) {
 			fprintf(stderr, "pthread_create failed\n");
 			return 1;
 		}
