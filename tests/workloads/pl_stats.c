@@ -35,6 +35,7 @@ static struct {
 } classes[MAX_CLASSES];
 static int nclasses;
 static long leak_every;
+static int nworkers;
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct batch pool[POOL];
@@ -57,7 +58,7 @@ static void free_batch(struct batch *b)
 }
 
 /*
- * Push @b to the pool and take the newest batch of another thread to free. Never our own: on a
+ * Push @b to the pool and take the newest batch of another thread to free. Not our own: on a
  * busy machine the workers often run one after another, and a worker alone would take back
  * its own batches (then a run at a low rate may see no sampled block freed by another thread).
  */
@@ -67,7 +68,7 @@ static void exchange(struct batch *b)
 
 	pthread_mutex_lock(&pool_lock);
 	for (int i = pool_n; i-- > 0;) {
-		if (pool[i].owner == b->owner)
+		if (pool[i].owner == b->owner && nworkers > 1)
 			continue;
 		out = pool[i];
 		pool[i] = pool[--pool_n];
@@ -146,6 +147,7 @@ int main(int argc, char **argv)
 	}
 	if (threads < 1 || threads > MAX_THREADS)
 		return 2;
+	nworkers = threads;
 	for (int i = 0; i < threads; i++)
 		if (pthread_create(&t[i], NULL, worker, (void *)(intptr_t)(i + 1))) {
 			fprintf(stderr, "pthread_create failed\n");
