@@ -210,6 +210,30 @@ static __always_inline void *data_reserve(__u64 size)
 	return bpf_ringbuf_reserve(&rb, size, 0);
 }
 
+/*
+ * Waking the consumer costs the traced thread a self-IPI per record (irq_work: an APIC write,
+ * a VM exit under a hypervisor; ~20 µs measured), more than the rest of a sample. Alloc and
+ * free records therefore wake it only when the data pending in the ring (this record
+ * included: it is reserved, so the reader cannot be past it) crosses a multiple of
+ * MP_DATA_WAKE_BYTES; the engine's flush timer bounds the latency of the rest. One wakeup per
+ * multiple, not one per record above it: a reader that is busy catching up is not woken again
+ * for every record, and a crossing missed by two CPUs racing is caught at the next multiple.
+ * Fork/exec/exit/map records always wake it (emit_proc: BPF_RB_FORCE_WAKEUP, since the
+ * kernel's default only wakes a reader that had read everything before the record).
+ */
+#define MP_DATA_WAKE_SHIFT	18	/* 256 KiB: 1/32 of the ring */
+
+static __always_inline __u64 data_wake_flags(__u64 size)
+{
+	__u64 avail = bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA);
+	__u64 len = (size + 8 + 7) & ~7ull;	/* the record as the ring holds it: header, padding */
+
+	if (avail < len)	/* cannot be: see above */
+		return BPF_RB_FORCE_WAKEUP;
+	return (avail >> MP_DATA_WAKE_SHIFT) != ((avail - len) >> MP_DATA_WAKE_SHIFT) ?
+		       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline void stat_inc(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
@@ -420,7 +444,7 @@ static __always_inline int emit_free(__u64 pid_tgid, __u32 profile, __u64 addr, 
 	e->addr = addr;
 	e->kind = kind;
 	e->_pad = 0;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, data_wake_flags(sizeof(*e)));
 	stat_inc(MP_STAT_FREES);
 	return 0;
 }
@@ -535,7 +559,7 @@ static __always_inline int emit_ustack_pages(struct pt_regs *ctx, const struct t
 	us->bp = PT_REGS_FP(ctx);
 	us->offset = sp - base;
 	us->size = size < want ? size : want;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, data_wake_flags(MP_USTACK_RECORD(cap)));
 	return 0;
 }
 
@@ -657,7 +681,7 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 		return 0;
 	}
 	alloc_fill(ctx, e, st, cfg, pid_tgid, addr);
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, data_wake_flags(sizeof(*e)));
 	stat_inc(MP_STAT_SAMPLED);
 	return 0;
 }
@@ -700,7 +724,7 @@ static __always_inline int emit_proc(__u32 type, __u32 tgid, __u32 tid, __u32 pr
 	hdr_fill(&e->h, type, ((__u64)tgid << 32) | tid, profile);
 	e->other_pid = other;
 	e->exit_code = code;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -971,19 +995,7 @@ int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
 #include <bpf/usdt.bpf.h>
 
 #define MP_PL_MAX_SKIP		16	/* library frames dropped from the top of a stack */
-/*
- * Waking the consumer costs a self-IPI per record (an APIC MSR write: a VM exit under a
- * hypervisor, ~20 µs measured), more than everything else a sample costs. These records wake
- * it only once MP_PL_WAKE_BYTES are pending; the engine's flush timer (50 ms) bounds the
- * latency of the rest.
- */
-#define MP_PL_WAKE_BYTES	(64 << 10)
-
-static __always_inline __u64 pl_wake_flags(void)
-{
-	return bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) >= MP_PL_WAKE_BYTES ?
-		       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-}
+/* Records wake the consumer as the uprobe programs' do: data_wake_flags(). */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -1046,7 +1058,7 @@ int BPF_USDT(mp_usdt_alloc, __u64 addr, __u64 size, __u64 nsamples, __u32 kind, 
 		e->stack[i] = e->stack[j];
 	}
 	e->nframes = nfr;
-	bpf_ringbuf_submit(e, pl_wake_flags());
+	bpf_ringbuf_submit(e, data_wake_flags(sizeof(*e)));
 	stat_inc(MP_STAT_SAMPLED);
 	return 0;
 }
@@ -1075,7 +1087,7 @@ int BPF_USDT(mp_usdt_free, __u64 addr, __u32 kind)
 	e->addr = addr;
 	e->kind = (kind & MP_KIND_MASK) | MP_KIND_F_PRELOAD;
 	e->_pad = 0;
-	bpf_ringbuf_submit(e, pl_wake_flags());
+	bpf_ringbuf_submit(e, data_wake_flags(sizeof(*e)));
 	stat_inc(MP_STAT_FREES);
 	return 0;
 }

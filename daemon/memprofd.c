@@ -242,6 +242,8 @@ static int on_flush(sd_event_source *es, uint64_t usec, void *userdata)
 {
 	struct memprofd *d = userdata;
 
+	if (d->engine)	/* the manifests count what is in the ring too */
+		mp_engine__process(d->engine);
 	for (struct svc_profile *sp = d->profiles; sp; sp = sp->next)
 		if (mp_profile__state(sp->p) != MP_PROFILE_DISCARDED)
 			svc_profile__write_manifest(d, sp);

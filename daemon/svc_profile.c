@@ -469,6 +469,7 @@ int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_
 	size_t n = 0;
 	int r;
 
+	mp_engine__process(d->engine);	/* records not yet read, as in svc_profile__procs() */
 	r = mp_engine__stats(d->engine, bpf, MP_STAT__MAX);
 	if (r < 0)
 		return r;
@@ -486,8 +487,11 @@ int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_
 
 int svc_profile__procs(const struct svc_profile *sp, struct mp_proc_stats **out)
 {
-	size_t n = mp_profile__procs(sp->p, NULL, 0), m;
+	size_t n, m;
 
+	/* alloc/free records wake the engine in batches (engine.c, MP_FLUSH_NS): read them */
+	mp_engine__process(sp->d->engine);
+	n = mp_profile__procs(sp->p, NULL, 0);
 	*out = NULL;
 	if (!n)
 		return 0;

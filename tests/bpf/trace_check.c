@@ -253,9 +253,9 @@ static bool wanted(const char *site, int n, char **only)
 /*
  * The bound on |z| of the per-site estimates. Which blocks BPF samples is not reproducible
  * (bpf_get_prandom_u32() draws the gaps: --seed only fixes the daemon's draws), so each check
- * can fail by chance: P(|Z| > 4) = 6.3e-5, and `tests/run -t "unit bpf system"` makes about 250
- * of these checks (2 per site, about 15 sites per recorded trace, about 15 traces), a 1.6%
- * false alarm per run, more with Poisson tails at small sample counts. Bonferroni for a
+ * can fail by chance: P(|Z| > 4) = 6.3e-5, and `tests/run -t "unit bpf system"` makes 211
+ * of these checks (2 per site and trace), a 1.3% false alarm per run at 4 SE, more with
+ * Poisson tails at small sample counts (1.5x at 50 samples). Bonferroni for a
  * family-wise rate of 1e-3 over 300 checks: P(|Z| > z) = 3.3e-6, z = 4.65. A real bias is far
  * outside it: a site counted twice is at z = sqrt(samples), 14 to 70 here.
  */

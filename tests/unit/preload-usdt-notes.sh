@@ -3,7 +3,9 @@
 # semaphores in .probes, argument specs as the ABI says, and each probe site a 5-byte nop
 # (0f 1f 44 00 00) so that Linux 6.18 optimises the uprobe; the config block is exported;
 # malloc's and free's unsampled paths stay a handful of instructions ending in a tail jump to
-# glibc (uprobe-cost.md table 4): no call, no stack frame, no lock.
+# the next allocator (glibc's, or the program's own: one memory-indirect jmp through the
+# resolved pointer, as the -fno-plt GOT jump to __libc_malloc was; uprobe-cost.md table 4): no
+# call, no stack frame, no lock, no mode test.
 . "$(dirname "$0")/preload.inc"
 
 notes=$(readelf -n "$PL_LIB")
@@ -34,7 +36,7 @@ fastpath() {	# symbol -> instructions up to and including the first "jmp *" (tai
 }
 for f in malloc free; do
 	n=$(fastpath $f)
-	check "fast path: $f forwards to glibc in $n instructions (<= 8, no call/push/lock)" \
+	check "fast path: $f forwards to the next allocator in $n instructions (<= 8, no call/push/lock)" \
 		test -n "$n" -a "${n:-0}" -gt 0 -a "${n:-99}" -le 8
 done
 pl_exit

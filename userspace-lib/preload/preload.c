@@ -14,9 +14,13 @@
  * probe site. While disarmed (no probe attached to memprof:alloc: its semaphore is 0), the
  * countdown is a poll interval and the slow path only re-checks arming.
  *
- * Everything forwards to glibc's exported __libc_* entry points (no dlsym, which allocates),
- * so the blocks themselves are glibc's own: malloc_usable_size, malloc_trim etc. keep working,
- * and glibc's internal calls (memalign -> __libc_malloc) are never counted twice.
+ * Every call forwards to the allocator the process would have used without us: the next
+ * definition in the symbol search order (pl_next.c), glibc's in most programs, libjemalloc's
+ * in one linked with -ljemalloc. So the blocks are that allocator's own: malloc_usable_size,
+ * malloc_trim, sdallocx, tc_free, mi_free (which we do not interpose) keep working on them.
+ * The forwarding is a tail jump through a resolved pointer, the same one memory-indirect jmp
+ * the -fno-plt GOT call to __libc_malloc was; glibc's own internal calls (memalign ->
+ * _int_memalign) never come back through us, so nothing is counted twice.
  */
 #include <errno.h>
 #include <malloc.h>
@@ -50,6 +54,7 @@
 #include "bpf/memprof.h"
 #include "pl_api.h"
 #include "pl_core.h"
+#include "pl_next.h"
 
 #define PL_EXPORT	__attribute__((visibility("default")))
 #define likely(x)	__builtin_expect(!!(x), 1)
@@ -67,15 +72,6 @@ _Static_assert(MEMPROF_PRELOAD_STAT__MAX <= MEMPROF_PRELOAD_STAT__SLOTS, "stats 
 _Static_assert(sizeof(struct memprof_preload_config) == 40 + 8 * MEMPROF_PRELOAD_STAT__SLOTS,
 	       "config layout");
 _Static_assert(sizeof(struct memprof_preload_test_rec) == 48, "test record layout");
-
-/* glibc's exported allocator entry points (not in any public header). */
-extern void *__libc_malloc(size_t size);
-extern void *__libc_calloc(size_t n, size_t size);
-extern void *__libc_realloc(void *p, size_t size);
-extern void __libc_free(void *p);
-extern void *__libc_memalign(size_t alignment, size_t size);
-extern void *__libc_valloc(size_t size);
-extern void *__libc_pvalloc(size_t size);
 
 /* ---- state ---------------------------------------------------------------------------- */
 
@@ -222,6 +218,8 @@ static int64_t pl_cross_begin(void)
 	t->in_slow = 1;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	c = __atomic_exchange_n(&t->countdown, PL_PARKED, __ATOMIC_RELAXED);
+	/* Every thread passes here before its first fast path: pl_next.cxx is resolved there. */
+	pl_next_ensure();
 
 	pl_params_read(&p);
 	if (!p.armed) {
@@ -412,7 +410,7 @@ PL_HIDDEN void pl_sampling_kick(void)
 static __attribute__((noinline)) void *pl_malloc_slow(size_t size, uint32_t kind)
 {
 	int64_t r = pl_cross_begin();
-	void *p = __libc_malloc(size);
+	void *p = pl_next.malloc(size);
 
 	pl_cross_finish(r, p, size, kind);
 	return p;
@@ -422,26 +420,26 @@ PL_EXPORT void *malloc(size_t size)
 {
 	if (unlikely(pl_countdown_sub(pl_words(size))))
 		return pl_malloc_slow(size, MEMPROF_PRELOAD_MALLOC);
-	return __libc_malloc(size);
+	return pl_next.malloc(size);
 }
 
 static __attribute__((noinline)) void pl_free_slow(void *p, uint32_t kind)
 {
 	pl_release(p, kind);
-	__libc_free(p);
+	pl_next.free(p);
 }
 
 PL_EXPORT void free(void *p)
 {
 	if (unlikely(pl_table_maybe(&pl_table, p)))
 		return pl_free_slow(p, MEMPROF_PRELOAD_FREE);
-	__libc_free(p);
+	pl_next.free(p);
 }
 
 static __attribute__((noinline)) void *pl_calloc_slow(size_t n, size_t size, size_t total)
 {
 	int64_t r = pl_cross_begin();
-	void *p = __libc_calloc(n, size);
+	void *p = pl_next.calloc(n, size);
 
 	pl_cross_finish(r, p, total, MEMPROF_PRELOAD_CALLOC);
 	return p;
@@ -452,10 +450,10 @@ PL_EXPORT void *calloc(size_t n, size_t size)
 	size_t total;
 
 	if (unlikely(__builtin_mul_overflow(n, size, &total)))
-		return __libc_calloc(n, size);	/* fails with ENOMEM, as glibc's would */
+		return pl_next.calloc(n, size);	/* fails with ENOMEM, as the allocator does */
 	if (unlikely(pl_countdown_sub(pl_words(total))))
 		return pl_calloc_slow(n, size, total);
-	return __libc_calloc(n, size);
+	return pl_next.calloc(n, size);
 }
 
 static __attribute__((noinline)) void *pl_realloc_slow(void *old, size_t size, bool expired,
@@ -466,10 +464,10 @@ static __attribute__((noinline)) void *pl_realloc_slow(void *old, size_t size, b
 	void *p;
 
 	/*
-	 * The free of a sampled block is reported before glibc can hand the address to
+	 * The free of a sampled block is reported before the allocator can hand the address to
 	 * another thread. If the realloc then fails, the block lives on untracked (counted).
 	 */
-	p = __libc_realloc(old, size);
+	p = pl_next.realloc(old, size);
 	if (!p && size && was_sampled)
 		stat_add(MEMPROF_PRELOAD_STAT_REALLOC_LOST, 1);
 	pl_cross_finish(r, p, size, kind);
@@ -482,7 +480,7 @@ PL_EXPORT void *realloc(void *old, size_t size)
 
 	if (unlikely(expired || pl_table_maybe(&pl_table, old)))
 		return pl_realloc_slow(old, size, expired, MEMPROF_PRELOAD_REALLOC);
-	return __libc_realloc(old, size);
+	return pl_next.realloc(old, size);
 }
 
 PL_EXPORT void *reallocarray(void *old, size_t n, size_t size)
@@ -497,9 +495,10 @@ PL_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 	expired = pl_countdown_sub(pl_words(total));
 	if (unlikely(expired || pl_table_maybe(&pl_table, old)))
 		return pl_realloc_slow(old, total, expired, MEMPROF_PRELOAD_REALLOCARRAY);
-	return __libc_realloc(old, total);
+	return pl_next.realloc(old, total);
 }
 
+/* Each forwards to the next definition of the same function: its contract is the host's. */
 static __attribute__((noinline)) void *pl_memalign_slow(size_t alignment, size_t size,
 							uint32_t kind)
 {
@@ -508,68 +507,72 @@ static __attribute__((noinline)) void *pl_memalign_slow(size_t alignment, size_t
 
 	switch (kind) {
 	case MEMPROF_PRELOAD_VALLOC:
-		p = __libc_valloc(size);
+		p = pl_next.valloc(size);
 		break;
 	case MEMPROF_PRELOAD_PVALLOC:
-		p = __libc_pvalloc(size);
+		p = pl_next.pvalloc(size);
+		break;
+	case MEMPROF_PRELOAD_ALIGNED_ALLOC:
+		p = pl_next.aligned_alloc(alignment, size);
 		break;
 	default:
-		p = __libc_memalign(alignment, size);
+		p = pl_next.memalign(alignment, size);
 		break;
 	}
 	pl_cross_finish(r, p, size, kind);
 	return p;
 }
 
+static __attribute__((noinline)) int pl_posix_memalign_slow(void **memptr, size_t alignment,
+							    size_t size)
+{
+	int64_t r = pl_cross_begin();
+	void *p = NULL;
+	int err = pl_next.posix_memalign(&p, alignment, size);
+
+	pl_cross_finish(r, err ? NULL : p, size, MEMPROF_PRELOAD_POSIX_MEMALIGN);
+	if (!err)
+		*memptr = p;
+	return err;
+}
+
 PL_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 {
-	void *p;
-
-	/* glibc's contract: a power-of-two multiple of sizeof(void *), else EINVAL. */
+	/* POSIX: a power-of-two multiple of sizeof(void *), else EINVAL (nothing sampled). */
 	if (alignment % sizeof(void *) != 0 || !powerof2(alignment / sizeof(void *)) ||
 	    alignment == 0)
 		return EINVAL;
 	if (unlikely(pl_countdown_sub(pl_words(size))))
-		p = pl_memalign_slow(alignment, size, MEMPROF_PRELOAD_POSIX_MEMALIGN);
-	else
-		p = __libc_memalign(alignment, size);
-	if (!p)
-		return ENOMEM;
-	*memptr = p;
-	return 0;
+		return pl_posix_memalign_slow(memptr, alignment, size);
+	return pl_next.posix_memalign(memptr, alignment, size);
 }
 
-/*
- * glibc 2.36 makes aligned_alloc an alias of memalign (any alignment is rounded up to a
- * power of two, EINVAL only above SIZE_MAX/2 + 1): forward to the same entry point so the
- * contract is exactly the host's.
- */
 PL_EXPORT void *aligned_alloc(size_t alignment, size_t size)
 {
 	if (unlikely(pl_countdown_sub(pl_words(size))))
 		return pl_memalign_slow(alignment, size, MEMPROF_PRELOAD_ALIGNED_ALLOC);
-	return __libc_memalign(alignment, size);
+	return pl_next.aligned_alloc(alignment, size);
 }
 
 PL_EXPORT void *memalign(size_t alignment, size_t size)
 {
 	if (unlikely(pl_countdown_sub(pl_words(size))))
 		return pl_memalign_slow(alignment, size, MEMPROF_PRELOAD_MEMALIGN);
-	return __libc_memalign(alignment, size);
+	return pl_next.memalign(alignment, size);
 }
 
 PL_EXPORT void *valloc(size_t size)
 {
 	if (unlikely(pl_countdown_sub(pl_words(size))))
 		return pl_memalign_slow(0, size, MEMPROF_PRELOAD_VALLOC);
-	return __libc_valloc(size);
+	return pl_next.valloc(size);
 }
 
 PL_EXPORT void *pvalloc(size_t size)
 {
 	if (unlikely(pl_countdown_sub(pl_words(size))))
 		return pl_memalign_slow(0, size, MEMPROF_PRELOAD_PVALLOC);
-	return __libc_pvalloc(size);
+	return pl_next.pvalloc(size);
 }
 
 /* ---- anonymous mmap ------------------------------------------------------------------- */
@@ -590,9 +593,11 @@ static __attribute__((noinline)) void *pl_mmap_slow(void *addr, size_t len, int 
 	return p;
 }
 
+/* Anonymous mappings of the program; not those a foreign allocator carves its blocks from. */
 PL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-	if ((flags & MAP_ANONYMOUS) && unlikely(pl_countdown_sub(pl_words(len))))
+	if ((flags & MAP_ANONYMOUS) && !pl_next_from_allocator(__builtin_return_address(0)) &&
+	    unlikely(pl_countdown_sub(pl_words(len))))
 		return pl_mmap_slow(addr, len, prot, flags, fd, off);
 	return pl_sys_mmap(addr, len, prot, flags, fd, off);
 }
@@ -648,41 +653,75 @@ static void *pl_new_retry(size_t size, size_t alignment, bool nothrow)
 			pl_throw_bad_alloc();
 		}
 		h();	/* may throw: the frames here have unwind tables (-fexceptions) */
-		p = alignment ? __libc_memalign(alignment, size) : __libc_malloc(size);
+		p = alignment ? pl_next.memalign(alignment, size) : pl_next.malloc(size);
 		if (p)
 			return p;
 	}
 }
 
-static __attribute__((noinline)) void *pl_new_slow(size_t size, size_t alignment, bool nothrow)
-{
-	int64_t r = pl_cross_begin();
-	void *p = alignment ? __libc_memalign(alignment, size) : __libc_malloc(size);
+/* enum pl_cxx_op of an operator new variant. */
+#define PL_NEW_OP(array, nothrow, aligned) \
+	((enum pl_cxx_op)(PL_ZNWM + (array) + 2 * (nothrow) + 4 * (aligned)))
 
-	if (!p) {
-		pl_cross_finish(r, NULL, size, MEMPROF_PRELOAD_NEW);
-		/* Not sampled when the first attempt fails: the handler path is rare. */
-		return pl_new_retry(size, alignment, nothrow);
-	}
-	pl_cross_finish(r, p, size, MEMPROF_PRELOAD_NEW);
-	return p;
+static const char pl_nothrow;	/* stands for std::nothrow: the operators ignore it */
+
+typedef void *(*pl_new_fn)(size_t size);
+typedef void *(*pl_new_nt_fn)(size_t size, const void *nt);
+typedef void *(*pl_new_al_fn)(size_t size, size_t alignment);
+typedef void *(*pl_new_al_nt_fn)(size_t size, size_t alignment, const void *nt);
+
+/* The next allocator's own operator new (jemalloc's, tcmalloc's, ...): its contract. */
+static inline void *pl_call_new(void *fn, size_t size, size_t alignment, bool nothrow)
+{
+	if (alignment)
+		return nothrow ? ((pl_new_al_nt_fn)fn)(size, alignment, &pl_nothrow) :
+				 ((pl_new_al_fn)fn)(size, alignment);
+	return nothrow ? ((pl_new_nt_fn)fn)(size, &pl_nothrow) : ((pl_new_fn)fn)(size);
 }
 
-static inline void *pl_new(size_t size, bool nothrow)
+static __attribute__((noinline)) void *pl_new_slow(size_t size, size_t alignment, bool nothrow,
+						   bool array)
 {
+	int64_t r = pl_cross_begin();
+	/* The nothrow variant inside the sampling window: an exception must not leave it open. */
+	void *fn = __atomic_load_n(&pl_next.cxx[PL_NEW_OP(array, true, alignment != 0)],
+				   __ATOMIC_RELAXED);
 	void *p;
+
+	if (fn)
+		p = pl_call_new(fn, size, alignment, true);
+	else
+		p = alignment ? pl_next.memalign(alignment, size) : pl_next.malloc(size);
+	pl_cross_finish(r, p, size, MEMPROF_PRELOAD_NEW);
+	if (p)
+		return p;
+	/* Not sampled when the first attempt fails: the handler path is rare. */
+	fn = __atomic_load_n(&pl_next.cxx[PL_NEW_OP(array, nothrow, alignment != 0)],
+			     __ATOMIC_RELAXED);
+	if (fn)
+		return pl_call_new(fn, size, alignment, nothrow);
+	return pl_new_retry(size, alignment, nothrow);
+}
+
+static inline void *pl_new(size_t size, bool nothrow, bool array)
+{
+	void *fn, *p;
 
 	if (!size)
 		size = 1;
 	if (unlikely(pl_countdown_sub(pl_words(size))))
-		return pl_new_slow(size, 0, nothrow);
-	p = __libc_malloc(size);
+		return pl_new_slow(size, 0, nothrow, array);
+	/* Resolved: this thread went through pl_cross_begin() before its countdown was > 0. */
+	fn = __atomic_load_n(&pl_next.cxx[PL_NEW_OP(array, nothrow, false)], __ATOMIC_RELAXED);
+	if (fn)
+		return pl_call_new(fn, size, 0, nothrow);
+	p = pl_next.malloc(size);
 	return likely(p != NULL) ? p : pl_new_retry(size, 0, nothrow);
 }
 
-static inline void *pl_new_aligned(size_t size, size_t alignment, bool nothrow)
+static inline void *pl_new_aligned(size_t size, size_t alignment, bool nothrow, bool array)
 {
-	void *p;
+	void *fn, *p;
 
 	if (!powerof2(alignment) || !alignment) {
 		if (nothrow)
@@ -692,16 +731,63 @@ static inline void *pl_new_aligned(size_t size, size_t alignment, bool nothrow)
 	if (!size)
 		size = 1;
 	if (unlikely(pl_countdown_sub(pl_words(size))))
-		return pl_new_slow(size, alignment, nothrow);
-	p = __libc_memalign(alignment, size);
+		return pl_new_slow(size, alignment, nothrow, array);
+	fn = __atomic_load_n(&pl_next.cxx[PL_NEW_OP(array, nothrow, true)], __ATOMIC_RELAXED);
+	if (fn)
+		return pl_call_new(fn, size, alignment, nothrow);
+	p = pl_next.memalign(alignment, size);
 	return likely(p != NULL) ? p : pl_new_retry(size, alignment, nothrow);
 }
 
-static inline void pl_delete(void *p)
+static __attribute__((noinline)) void pl_delete_slow(void *p)
 {
+	pl_release(p, MEMPROF_PRELOAD_DELETE);
+}
+
+typedef void (*pl_del_fn)(void *p);
+typedef void (*pl_del_sz_fn)(void *p, size_t sz);		/* sized, or aligned */
+typedef void (*pl_del_nt_fn)(void *p, const void *nt);
+typedef void (*pl_del_sz_al_fn)(void *p, size_t sz, size_t al);
+typedef void (*pl_del_al_nt_fn)(void *p, size_t al, const void *nt);
+
+/*
+ * Report a sampled block, then give it to the next allocator's operator delete of the same
+ * variant (sizes and alignments passed on: jemalloc and tcmalloc use them) or to its free.
+ */
+static inline void pl_delete(void *p, enum pl_cxx_op op, size_t a, size_t b)
+{
+	void *fn;
+
 	if (unlikely(pl_table_maybe(&pl_table, p)))
-		return pl_free_slow(p, MEMPROF_PRELOAD_DELETE);
-	__libc_free(p);
+		pl_delete_slow(p);
+	fn = __atomic_load_n(&pl_next.cxx[op], __ATOMIC_RELAXED);
+	if (likely(!fn)) {
+		pl_next.free(p);
+		return;
+	}
+	switch (op) {
+	case PL_ZDLPV_SZ:
+	case PL_ZDAPV_SZ:
+	case PL_ZDLPV_AL:
+	case PL_ZDAPV_AL:
+		((pl_del_sz_fn)fn)(p, a);
+		break;
+	case PL_ZDLPV_NT:
+	case PL_ZDAPV_NT:
+		((pl_del_nt_fn)fn)(p, &pl_nothrow);
+		break;
+	case PL_ZDLPV_SZ_AL:
+	case PL_ZDAPV_SZ_AL:
+		((pl_del_sz_al_fn)fn)(p, a, b);
+		break;
+	case PL_ZDLPV_AL_NT:
+	case PL_ZDAPV_AL_NT:
+		((pl_del_al_nt_fn)fn)(p, a, &pl_nothrow);
+		break;
+	default:
+		((pl_del_fn)fn)(p);
+		break;
+	}
 }
 
 #define PL_CXX(ret, name, mangled, ...)                                                        \
@@ -709,63 +795,78 @@ static inline void pl_delete(void *p)
 	PL_EXPORT ret name(__VA_ARGS__)
 
 /* operator new(size_t), new[](size_t) */
-PL_CXX(void *, pl_op_new, "_Znwm", size_t size) { return pl_new(size, false); }
-PL_CXX(void *, pl_op_new_arr, "_Znam", size_t size) { return pl_new(size, false); }
+PL_CXX(void *, pl_op_new, "_Znwm", size_t size) { return pl_new(size, false, false); }
+PL_CXX(void *, pl_op_new_arr, "_Znam", size_t size) { return pl_new(size, false, true); }
 /* nothrow */
 PL_CXX(void *, pl_op_new_nt, "_ZnwmRKSt9nothrow_t", size_t size, const void *nt)
 {
-	return pl_new(size, true);
+	return pl_new(size, true, false);
 }
 PL_CXX(void *, pl_op_new_arr_nt, "_ZnamRKSt9nothrow_t", size_t size, const void *nt)
 {
-	return pl_new(size, true);
+	return pl_new(size, true, true);
 }
 /* aligned (std::align_val_t is a size_t enum) */
 PL_CXX(void *, pl_op_new_al, "_ZnwmSt11align_val_t", size_t size, size_t al)
 {
-	return pl_new_aligned(size, al, false);
+	return pl_new_aligned(size, al, false, false);
 }
 PL_CXX(void *, pl_op_new_arr_al, "_ZnamSt11align_val_t", size_t size, size_t al)
 {
-	return pl_new_aligned(size, al, false);
+	return pl_new_aligned(size, al, false, true);
 }
 PL_CXX(void *, pl_op_new_al_nt, "_ZnwmSt11align_val_tRKSt9nothrow_t", size_t size, size_t al,
        const void *nt)
 {
-	return pl_new_aligned(size, al, true);
+	return pl_new_aligned(size, al, true, false);
 }
 PL_CXX(void *, pl_op_new_arr_al_nt, "_ZnamSt11align_val_tRKSt9nothrow_t", size_t size,
        size_t al, const void *nt)
 {
-	return pl_new_aligned(size, al, true);
+	return pl_new_aligned(size, al, true, true);
 }
 
 /* operator delete: plain, array, sized, nothrow, aligned, sized+aligned, aligned+nothrow */
-PL_CXX(void, pl_op_del, "_ZdlPv", void *p) { pl_delete(p); }
-PL_CXX(void, pl_op_del_arr, "_ZdaPv", void *p) { pl_delete(p); }
-PL_CXX(void, pl_op_del_sz, "_ZdlPvm", void *p, size_t sz) { pl_delete(p); }
-PL_CXX(void, pl_op_del_arr_sz, "_ZdaPvm", void *p, size_t sz) { pl_delete(p); }
-PL_CXX(void, pl_op_del_nt, "_ZdlPvRKSt9nothrow_t", void *p, const void *nt) { pl_delete(p); }
-PL_CXX(void, pl_op_del_arr_nt, "_ZdaPvRKSt9nothrow_t", void *p, const void *nt) { pl_delete(p); }
-PL_CXX(void, pl_op_del_al, "_ZdlPvSt11align_val_t", void *p, size_t al) { pl_delete(p); }
-PL_CXX(void, pl_op_del_arr_al, "_ZdaPvSt11align_val_t", void *p, size_t al) { pl_delete(p); }
+PL_CXX(void, pl_op_del, "_ZdlPv", void *p) { pl_delete(p, PL_ZDLPV, 0, 0); }
+PL_CXX(void, pl_op_del_arr, "_ZdaPv", void *p) { pl_delete(p, PL_ZDAPV, 0, 0); }
+PL_CXX(void, pl_op_del_sz, "_ZdlPvm", void *p, size_t sz) { pl_delete(p, PL_ZDLPV_SZ, sz, 0); }
+PL_CXX(void, pl_op_del_arr_sz, "_ZdaPvm", void *p, size_t sz)
+{
+	pl_delete(p, PL_ZDAPV_SZ, sz, 0);
+}
+PL_CXX(void, pl_op_del_nt, "_ZdlPvRKSt9nothrow_t", void *p, const void *nt)
+{
+	pl_delete(p, PL_ZDLPV_NT, 0, 0);
+}
+PL_CXX(void, pl_op_del_arr_nt, "_ZdaPvRKSt9nothrow_t", void *p, const void *nt)
+{
+	pl_delete(p, PL_ZDAPV_NT, 0, 0);
+}
+PL_CXX(void, pl_op_del_al, "_ZdlPvSt11align_val_t", void *p, size_t al)
+{
+	pl_delete(p, PL_ZDLPV_AL, al, 0);
+}
+PL_CXX(void, pl_op_del_arr_al, "_ZdaPvSt11align_val_t", void *p, size_t al)
+{
+	pl_delete(p, PL_ZDAPV_AL, al, 0);
+}
 PL_CXX(void, pl_op_del_sz_al, "_ZdlPvmSt11align_val_t", void *p, size_t sz, size_t al)
 {
-	pl_delete(p);
+	pl_delete(p, PL_ZDLPV_SZ_AL, sz, al);
 }
 PL_CXX(void, pl_op_del_arr_sz_al, "_ZdaPvmSt11align_val_t", void *p, size_t sz, size_t al)
 {
-	pl_delete(p);
+	pl_delete(p, PL_ZDAPV_SZ_AL, sz, al);
 }
 PL_CXX(void, pl_op_del_al_nt, "_ZdlPvSt11align_val_tRKSt9nothrow_t", void *p, size_t al,
        const void *nt)
 {
-	pl_delete(p);
+	pl_delete(p, PL_ZDLPV_AL_NT, al, 0);
 }
 PL_CXX(void, pl_op_del_arr_al_nt, "_ZdaPvSt11align_val_tRKSt9nothrow_t", void *p, size_t al,
        const void *nt)
 {
-	pl_delete(p);
+	pl_delete(p, PL_ZDAPV_AL_NT, al, 0);
 }
 
 /* ---- initialisation and fork ---------------------------------------------------------- */
@@ -890,6 +991,7 @@ __attribute__((constructor)) static void pl_init(void)
 		pl_g.test_fd = (int)v;
 		pl_g.force = true;
 	}
+	pl_next_resolve();	/* if no allocation did it yet */
 	pl_usdt_site[0] = pl_find_usdt_site((void *)memprof_preload_alloc_hook);
 	pl_usdt_site[1] = pl_find_usdt_site((void *)memprof_preload_free_hook);
 	pthread_atfork(NULL, NULL, pl_atfork_child);

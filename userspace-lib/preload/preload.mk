@@ -3,7 +3,7 @@
 # Included from userspace-lib/build.mk.
 
 PL_DIR		:= userspace-lib/preload
-PL_SRCS		:= $(PL_DIR)/preload.c $(PL_DIR)/pl_core.c $(PL_DIR)/pl_api.c
+PL_SRCS		:= $(PL_DIR)/preload.c $(PL_DIR)/pl_core.c $(PL_DIR)/pl_api.c $(PL_DIR)/pl_next.c
 PL_OBJDIR	:= $(B)/$(PL_DIR)/so
 PL_OBJS		:= $(PL_SRCS:$(PL_DIR)/%.c=$(PL_OBJDIR)/%.o)
 PL_LIB		:= $(B)/lib/libmemprof-preload.so
@@ -90,6 +90,32 @@ $(PL_WL_DIR)/pl_stats_linked: tests/workloads/pl_stats.c $(PL_LIB)
 		-Wl,-rpath,$(abspath $(B)/lib) -pthread
 
 PL_WL_BINS	+= $(PL_WL_DIR)/pl_stats_linked
+
+# Programs linked with another allocator (tests/unit/preload-foreign.sh): the preload must
+# forward to it, not to glibc. pl_foreign checks blocks with each allocator's own API;
+# pl_stats_* is the statistics workload on top of that allocator.
+PL_FOREIGN_je	:= -DPL_JE -ljemalloc
+PL_FOREIGN_tc	:= -DPL_TC -ltcmalloc_minimal
+PL_FOREIGN_mi	:= -DPL_MI -lmimalloc
+
+# libpl_early.so: a constructor that mallocs before the preload's constructor has run.
+$(PL_WL_DIR)/libpl_early.so: tests/workloads/pl_early.c
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(PL_WL_CFLAGS) -fPIC -shared -o $@ $<
+
+$(PL_WL_DIR)/pl_foreign_%: tests/workloads/pl_foreign.c $(PL_WL_DIR)/libpl_early.so
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(PL_WL_CFLAGS) -o $@ $< $(PL_FOREIGN_$*) -L$(PL_WL_DIR) -lpl_early \
+		-Wl,-rpath,$(abspath $(PL_WL_DIR)) -pthread
+
+$(PL_WL_DIR)/pl_stats_%: tests/workloads/pl_stats.c
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(PL_WL_CFLAGS) -o $@ $< $(filter -l%,$(PL_FOREIGN_$*)) -pthread
+
+PL_WL_BINS	+= $(foreach a,je tc mi,$(PL_WL_DIR)/pl_foreign_$(a) $(PL_WL_DIR)/pl_stats_$(a))
 
 $(PL_WL_DIR)/pl_kinds: tests/workloads/pl_kinds.cc userspace-lib/include/memprof/preload.h
 	$(call msg,CXX,$@)
