@@ -1756,6 +1756,8 @@ int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_le
 		if (!t || t->completed || t->exited || p->state != MP_PROFILE_SAMPLING)
 			continue;
 		r = attach_pid(p, pid, err, err_len);
+		if (r >= 0)	/* the loader chose uprobes or preload: known now, not at exit */
+			trace_update_mode(t);
 		return r < 0 ? r : 1;
 	}
 	return 0;
