@@ -15,6 +15,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -289,22 +290,31 @@ static int placement(const char *wl)
 		_exit(127);
 	}
 	close(in[0]);
-	/* the workload is in main once it maps libc and blocks in read */
-	for (int i = 0; i < 200; i++) {
-		char p[64], line[512];
-		FILE *f;
-		bool libc = false;
+	/*
+	 * The workload is in main once it has exec'd (the forked child maps our libc before
+	 * exec, so libc in its maps proves nothing) and blocks in read(2) on its stdin.
+	 */
+	char *want = realpath(wl, NULL);
 
-		snprintf(p, sizeof(p), "/proc/%d/maps", pid);
+	for (int i = 0; i < 500; i++) {
+		char p[64], exe[PATH_MAX], sc[64] = "";
+		ssize_t n;
+		FILE *f;
+
+		snprintf(p, sizeof(p), "/proc/%d/exe", pid);
+		n = readlink(p, exe, sizeof(exe) - 1);
+		exe[n > 0 ? n : 0] = '\0';
+		snprintf(p, sizeof(p), "/proc/%d/syscall", pid);
 		f = fopen(p, "re");
-		while (f && fgets(line, sizeof(line), f))
-			libc |= strstr(line, "/libc.so") != NULL;
+		if (f && !fgets(sc, sizeof(sc), f))
+			sc[0] = '\0';
 		if (f)
 			fclose(f);
-		if (libc)
+		if (want && !strcmp(exe, want) && !strncmp(sc, "0 ", 2))
 			break;
 		usleep(10000);
 	}
+	free(want);
 	r = mp_bpf__attach(b, pid, NULL, 0);
 	check(r > 0, "placement-attached", "mp_bpf__attach: %s", strerror(-r));
 	close(in[1]);
