@@ -28,7 +28,7 @@ $(BENCH_DIR)/leak: bench/workloads/leak.c
 $(BENCH_DIR)/paced: bench/workloads/paced.c
 	$(call msg,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(BENCH_WL_CFLAGS) -o $@ $<
+	$(Q)$(CC) $(BENCH_WL_CFLAGS) -o $@ $< -pthread
 
 $(BENCH_DIR)/newdelete: bench/workloads/newdelete.cc
 	$(call msg,CXX,$@)
@@ -65,8 +65,10 @@ $(B)/gen/bench/floor_probes.h: daemon/bpf_loader.c bench/gen-floor-probes
 $(B)/bench/floor.o: $(B)/gen/bench/floor.skel.h $(B)/gen/bench/floor_probes.h
 EXTRA_CFLAGS_bench := $(call pkgcflags,libbpf libelf)
 
-# Symbol resolution and probe placement are memprofd's own (daemon/elf_syms.c, placement.c).
-$(BENCH_DIR)/floor: $(B)/bench/floor.o $(B)/daemon/elf_syms.o $(B)/daemon/placement.o
+# Symbol resolution, probe placement and uprobe_multi/session links are memprofd's own
+# (daemon/elf_syms.c, placement.c, uprobe_link.c).
+$(BENCH_DIR)/floor: $(B)/bench/floor.o $(B)/daemon/elf_syms.o $(B)/daemon/placement.o \
+		  $(B)/daemon/uprobe_link.o
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(call pkglibs,libbpf libelf capstone)
 

@@ -5,11 +5,12 @@
 #   memprofctl record --preload                      (the default rate, 1e-4 per word: 80 KiB)
 # against the same loop run plain (no preload, no profiler). Runs are paired, A then B, RUNS
 # times (default 7); the ratio is taken pair by pair, reported as median (min-max), and the
-# cost per sampled block (its alloc hook, its free hook, the BPF programs, the daemon's
-# processing running concurrently) is (A - B) / blocks sampled, in µs, median over the pairs.
-# Times are the loop's own (start-up and attaching are outside). Not a test: prints a table
-# and writes bench/results/fast-latest.txt. The machine must be otherwise idle: other load
-# shows up as noise in the ratio's min-max.
+# cost per sampled block (its alloc hook, its free's queued id and batched report, the BPF
+# programs, the daemon's processing running concurrently) is (A - B) / blocks sampled, in µs,
+# median over the pairs. Times are the loop's own (start-up and attaching are outside). Not a
+# test: prints a table and writes bench/results/fast-latest.txt. The machine must be otherwise
+# idle: other load shows up as noise in the ratio's min-max. THREADS="1" RATES="512KiB" select
+# rows (short runs while iterating: RUNS=3 OPS=2000000).
 set -eu
 B=${BENCH_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
 BIN=$B/bench/fast_bench
@@ -65,8 +66,8 @@ PY
 echo "bench-fast: $(date -u +%FT%TZ) $(uname -r), $RUNS paired runs of $OPS ops per thread"
 printf '%-8s %-14s %7s %7s  %-21s %8s  %s\n' threads rate "A ns/op" "B ns/op" \
 	"ratio A/B (min-max)" blocks "µs/sampled block (incl. free)"
-for th in 1 2; do
-	for cfg in 512KiB default; do
+for th in ${THREADS:-1 2}; do
+	for cfg in ${RATES:-512KiB default}; do
 		case $cfg in
 		512KiB) args=(--interval 524288) ;;
 		default) args=() ;;

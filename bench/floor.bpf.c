@@ -4,6 +4,11 @@
  * return, free at its emulated placement). bench/floor.c attaches them pid-filtered to a workload;
  * the time they add is what any design that traps on every allocator call must pay.
  *
+ * floor_session is the floor of memprofd's own mechanism (floor -s): an empty uprobe session
+ * program (attach type BPF_TRACE_UPROBE_SESSION, Linux 6.13+) on uprobe_multi session links,
+ * one per object, as memprofd attaches mp_session. Its entry returns 1, so the kernel skips the
+ * return half, as mp_session does for every unsampled call.
+ *
  * With count_hits set (floor -c) each program bumps a per-CPU counter, to check that the probes
  * fire and to count allocator calls; left false, the verifier removes that code and the programs
  * are empty.
@@ -53,6 +58,13 @@ int BPF_KPROBE(floor_free)
 {
 	hit(FLOOR_HIT_FREE);
 	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(floor_session)
+{
+	hit(FLOOR_HIT_SESSION);
+	return 1;	/* no return half */
 }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -3,7 +3,7 @@
  * floor: run a command with empty BPF uprobe programs on the allocator probe points memprofd
  * uses, to measure the physical floor of probe-every-call profiling (bench/run).
  *
- *   floor [-c] [-e] [-q] [-v] [-l OBJECT]... [--] COMMAND [ARGS...]
+ *   floor [-c] [-e | -s] [-q] [-v] [-l OBJECT]... [--] COMMAND [ARGS...]
  *
  * The command is forked and held on a pipe before exec; the programs are loaded and attached
  * pid-filtered to the child; then the child is released, so the whole run is probed. floor
@@ -13,7 +13,9 @@
  * mmap/munmap) that each OBJECT defines; entry programs where memprofd's placement rule
  * (daemon/placement.c, linked in) puts them, return programs on the functions memprofd
  * return-probes (unless -e: entry probes only, the floor of memprofd's uprobe-session mode,
- * where the return half runs for sampled calls only). Free-like functions are probed on their
+ * where the return half runs for sampled calls only; or -s: an empty uprobe session program on
+ * one uprobe_multi session link per object, returning 1 so the return half never runs, which
+ * is memprofd's own mechanism with nothing sampled). Free-like functions are probed on their
  * first emulated instruction of the non-NULL path (free+9, a push, on Debian 12's glibc:
  * free's own first instruction, test %rdi,%rdi, would be single-stepped at 12-15 us per call).
  */
@@ -41,6 +43,7 @@
 #include "bench/floor.skel.h"
 #include "daemon/elf_syms.h"
 #include "daemon/placement.h"
+#include "daemon/uprobe_link.h"
 
 #define MAX_LINKS	512
 #define MAX_OBJS	64
@@ -68,9 +71,12 @@ struct loader {
 	struct floor_bpf *skel;
 	pid_t pid;
 	bool verbose;
-	bool entry_only;	/* no return probes: one trap per call, the floor of uprobe sessions */
-	size_t nlinks;
+	bool entry_only;	/* no return probes: one trap per call, perf-event uprobes */
+	bool session;		/* empty session program on uprobe_multi session links */
+	size_t nlinks, nprobes;
 	struct bpf_link *links[MAX_LINKS];
+	size_t nfds;
+	int fds[MAX_OBJS];	/* session links, one per object */
 	unsigned int emulated, stepped;	/* entry probe points by kind of instruction */
 };
 
@@ -125,6 +131,31 @@ static int attach_one(struct loader *l, struct bpf_program *prog, const char *pa
 		return err;
 	}
 	l->links[l->nlinks++] = link;
+	l->nprobes++;
+	return 0;
+}
+
+/* floor -s: one session link for the @n points of @path, as memprofd attaches mp_session. */
+static int attach_session(struct loader *l, const char *path, const uint64_t *at, size_t n)
+{
+	int fd;
+
+	if (!n)
+		return 0;
+	if (l->nfds >= MAX_OBJS) {
+		fprintf(stderr, "floor: more than %d session links\n", MAX_OBJS);
+		return -E2BIG;
+	}
+	fd = mp_uprobe_multi_link(bpf_program__fd(l->skel->progs.floor_session),
+				  MP_BPF_TRACE_UPROBE_SESSION, l->pid, path, at, NULL,
+				  (uint32_t)n, false);
+	if (fd < 0) {
+		fprintf(stderr, "floor: failed to attach a uprobe session link to %zu functions in "
+			"'%s': %s\n", n, path, strerror(-fd));
+		return fd;
+	}
+	l->fds[l->nfds++] = fd;
+	l->nprobes += n;
 	return 0;
 }
 
@@ -132,8 +163,8 @@ static int attach_one(struct loader *l, struct bpf_program *prog, const char *pa
 static int attach_object(struct loader *l, const char *path)
 {
 	struct mp_sym_found found[N_PROBES] = { 0 };
-	uint64_t offs[N_PROBES];
-	size_t noffs = 0;
+	uint64_t offs[N_PROBES], points[N_PROBES];
+	size_t noffs = 0, npoints = 0;
 	int fd, err = 0;
 	Elf *elf;
 
@@ -172,6 +203,10 @@ static int attach_object(struct loader *l, const char *path)
 			fprintf(stderr, "floor: probe %s+%#llx in %s (%s%s): %s\n", pr->sym,
 				(unsigned long long)(at - off), path, pl.insn,
 				pl.emulated ? ", emulated" : ", single-stepped", pl.reason);
+		if (l->session) {
+			points[npoints++] = at;
+			continue;
+		}
 		err = attach_one(l, pr->free_like ? l->skel->progs.floor_free
 						  : l->skel->progs.floor_alloc_entry,
 				 path, at, false, pr->sym);
@@ -179,6 +214,8 @@ static int attach_object(struct loader *l, const char *path)
 			err = attach_one(l, l->skel->progs.floor_alloc_return, path, at, true,
 					 pr->sym);
 	}
+	if (!err && l->session)
+		err = attach_session(l, path, points, npoints);
 out:
 	if (elf)
 		elf_end(elf);
@@ -198,11 +235,14 @@ static const char *libc_path(char *buf)
 static void usage(FILE *f, const char *prog)
 {
 	fprintf(f,
-		"Usage: %s [-c] [-e] [-q] [-v] [-l OBJECT]... [--] COMMAND [ARGS...]\n"
+		"Usage: %s [-c] [-e | -s] [-q] [-v] [-l OBJECT]... [--] COMMAND [ARGS...]\n"
 		"Run COMMAND with empty BPF programs on memprofd's allocator probe points.\n"
 		"  -c         count probe hits (adds a map update per hit) and print the counts\n"
 		"  -e         entry probes only, no return probes (the floor with uprobe sessions,\n"
 		"             whose return half runs for sampled calls only)\n"
+		"  -s         an empty uprobe session program (entry returns 1: no return half) on\n"
+		"             one uprobe_multi session link per object: memprofd's own mechanism\n"
+		"             (Linux 6.13+)\n"
 		"  -l OBJECT  probe the allocator functions OBJECT defines (repeatable; default:\n"
 		"             the C library this program uses)\n"
 		"  -q         print nothing but errors\n"
@@ -225,7 +265,7 @@ static int wait_child(pid_t pid, int *status)
 
 int main(int argc, char **argv)
 {
-	static const char *const hit_names[] = { "alloc_entry", "alloc_return", "free" };
+	static const char *const hit_names[] = { "alloc_entry", "alloc_return", "free", "session" };
 	struct loader l = { 0 };
 	const char *objs[MAX_OBJS];
 	char libc_buf[PATH_MAX];
@@ -235,7 +275,7 @@ int main(int argc, char **argv)
 	int opt, status = 0, ret = 1;
 	double t0, t_load, t_attach, t_release = 0, t_exit = 0;
 
-	while ((opt = getopt(argc, argv, "+cel:qvh")) != -1) {
+	while ((opt = getopt(argc, argv, "+cel:qsvh")) != -1) {
 		switch (opt) {
 		case 'c':
 			count = true;
@@ -253,6 +293,9 @@ int main(int argc, char **argv)
 		case 'q':
 			quiet = true;
 			break;
+		case 's':
+			l.session = true;
+			break;
 		case 'v':
 			l.verbose = true;
 			break;
@@ -264,7 +307,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind >= argc) {
+	if (optind >= argc || (l.entry_only && l.session)) {
 		usage(stderr, argv[0]);
 		return 2;
 	}
@@ -309,6 +352,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	l.skel->rodata->count_hits = count;
+	/* The session program loads only on kernels that have sessions: only when asked for. */
+	bpf_program__set_autoload(l.skel->progs.floor_session, l.session);
+	if (l.session)
+		bpf_program__set_expected_attach_type(l.skel->progs.floor_session,
+						      MP_BPF_TRACE_UPROBE_SESSION);
 	if (floor_bpf__load(l.skel)) {
 		fprintf(stderr, "floor: failed to load the BPF programs: %s\n", strerror(errno));
 		goto out;
@@ -317,7 +365,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < nobjs; i++)
 		if (attach_object(&l, objs[i]))
 			goto out;
-	if (!l.nlinks) {
+	if (!l.nprobes) {
 		fprintf(stderr, "floor: no allocator function found in the objects given\n");
 		goto out;
 	}
@@ -338,7 +386,7 @@ int main(int argc, char **argv)
 	if (!quiet) {
 		fprintf(stderr, "floor: load_ms %.1f\nfloor: attach_ms %.1f\nfloor: probes %zu\n"
 			"floor: entry_points_emulated %u\nfloor: entry_points_single_stepped %u\n"
-			"floor: child_ms %.1f\n", t_load - t0, t_attach - t_load, l.nlinks,
+			"floor: child_ms %.1f\n", t_load - t0, t_attach - t_load, l.nprobes,
 			l.emulated, l.stepped, t_exit - t_release);
 	}
 	if (count) {
@@ -367,6 +415,8 @@ out:
 	/* Each uprobe link's destruction waits ~0.1 s in the kernel, serialized: not measured. */
 	while (l.nlinks > 0)
 		bpf_link__destroy(l.links[--l.nlinks]);
+	while (l.nfds > 0)
+		close(l.fds[--l.nfds]);
 	floor_bpf__destroy(l.skel);
 	return ret;
 }

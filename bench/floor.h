@@ -7,6 +7,7 @@ enum floor_hit {
 	FLOOR_HIT_ALLOC_ENTRY,
 	FLOOR_HIT_ALLOC_RETURN,
 	FLOOR_HIT_FREE,
+	FLOOR_HIT_SESSION,	/* floor -s: every probed call */
 	FLOOR_HIT__MAX,
 };
 

@@ -1,5 +1,5 @@
 # bpf/: the BPF programs (bpf/memprof.bpf.c), their skeleton, and the user-space loader that
-# attaches them (daemon/bpf_loader.c, elf_syms.c, placement.c). Exports BPF_LOADER_OBJS and
+# attaches them (daemon/bpf_loader.c, elf_syms.c, placement.c, uprobe_link.c). Exports BPF_LOADER_OBJS and
 # BPF_LOADER_LIBS for the programs that link the loader (the engine, tests).
 #
 # vmlinux.h is dumped from the running kernel's BTF once per build directory.
@@ -27,7 +27,8 @@ $(B)/daemon/bpf_loader.o: $(B)/gen/memprof.skel.h
 
 EXTRA_CFLAGS_daemon += $(call pkgcflags,libbpf libelf)
 
-BPF_LOADER_OBJS	:= $(B)/daemon/bpf_loader.o $(B)/daemon/elf_syms.o $(B)/daemon/placement.o
+BPF_LOADER_OBJS	:= $(B)/daemon/bpf_loader.o $(B)/daemon/elf_syms.o $(B)/daemon/placement.o \
+		   $(B)/daemon/uprobe_link.o
 BPF_LOADER_LIBS	:= -lbpf -lelf -lz -lcapstone -pthread
 
 # Unit test of the geometric draw (bpf/gap.h), unprivileged.

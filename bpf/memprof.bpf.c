@@ -19,6 +19,12 @@
  * return half of calls that hold no sample point, so such a call leaves no depth behind. Its
  * frame is remembered instead (noret_*): a later call is nested in it while its return address
  * is still at its entry stack pointer (nested_noret()).
+ *
+ * The unsampled call is the hot path (every malloc and free of a profiled process): one lookup
+ * of the process' configuration, one of the thread's state, the countdown, and for frees a
+ * look at the sampled-address filter (mp_sfilter) that spares the large sampled table's lookup
+ * for nearly every block that was not sampled. Probe hits are counted per thread and added to
+ * the per-process counters in batches (hits_count()).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -184,9 +190,15 @@ struct tstate {
 	__u64 noret_sp;		/* its entry stack pointer (where its return address is) */
 	__u64 noret_ret;	/* its return address, *(noret_sp) at entry */
 	__u64 noret_ip;		/* its probe address */
-	__u32 fresh;		/* alloc_entry() just made this call the outermost one */
-	__u32 _pad2;
-	__u64 ns_ids;		/* mp_current_ids() in a nested pid namespace; 0: unknown */
+	__u32 hit_entries;	/* probe hits not yet added to "phits" (hits_count(); */
+	__u32 hit_returns;	/* flushed at thread exit too) */
+	__u64 ns_ids;		/* mp_current_ids() (mp_thread_ids(); in a nested pid namespace,
+				 * mp_current_ids() itself); 0: unknown */
+	__u64 calib;		/* written by calibrate_entry() */
+	/* The process' "procs" entry as thread_cfg() read it, valid while cfg_epoch is
+	 * mp_procs_epoch + 1 (0: never read). */
+	__u64 cfg_epoch;
+	struct mp_proc_cfg cfg;
 };
 
 struct {
@@ -195,6 +207,29 @@ struct {
 	__type(key, int);
 	__type(value, struct tstate);
 } tstates SEC(".maps");
+
+/*
+ * The sampled-address filter (bpf/memprof.h, MP_SFILTER_SLOT): a counter per slot, at least the
+ * number of "sampled" entries whose key hashes to it. Incremented before an entry is inserted,
+ * decremented after one is deleted (by BPF, or by the loader's purge, atomically through the
+ * mmap'ed .bss): a zero slot proves the address was not sampled, so a free of an unsampled
+ * block (nearly all of them) skips the lookup in the big table, whose million buckets miss the
+ * cache. A lost decrement only makes the filter less selective, never wrong.
+ */
+__u32 mp_sfilter[MP_SFILTER_SIZE];
+
+/*
+ * Bumped after every write of "procs" (by the loader through the mmap'ed .bss, atomically, and
+ * by mp_fork): a thread's copy of its process' entry (thread_cfg()) is good while the epoch it
+ * was read under is current, which spares the unsampled path a hash lookup per call. A thread
+ * that read the epoch just before a write acts on the old entry once, as if it ran before it.
+ */
+__u64 mp_procs_epoch;
+
+static __always_inline void sfilter_add(__u32 tgid, __u64 addr, __s32 d)
+{
+	__sync_fetch_and_add(&mp_sfilter[MP_SFILTER_SLOT(tgid, addr)], d);
+}
 
 /*
  * Alloc and free records leave the last MP_RINGBUF_RESERVE bytes of the ring to fork/exec/exit
@@ -242,6 +277,14 @@ static __always_inline void stat_inc(__u32 idx)
 		*v += 1;
 }
 
+static __always_inline void stat_add(__u32 idx, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+
+	if (v)
+		*v += n;
+}
+
 static __always_inline struct tstate *tstate_get(bool create)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
@@ -254,9 +297,20 @@ static __always_inline struct tstate *tstate_get(bool create)
  * per thread: the helper costs ~80 ns a probe hit, the cache ~10 (a thread's ids change only
  * when it execs as a non-leader thread: mp_exec() forgets them).
  */
-static __always_inline __u64 mp_current_ids(void)
+static __always_inline __u64 mp_ids_lookup(void)
 {
 	struct bpf_pidns_info ns;
+
+	if (!mp_pidns_nested)
+		return bpf_get_current_pid_tgid();
+	if (!bpf_get_ns_current_pid_tgid(mp_pidns_dev, mp_pidns_ino, &ns, sizeof(ns)))
+		return (__u64)ns.tgid << 32 | ns.pid;
+	/* not directly in it: in a namespace nested in it, or outside it */
+	return mp_task_ids(bpf_get_current_task_btf());
+}
+
+static __always_inline __u64 mp_current_ids(void)
+{
 	struct tstate *st;
 	__u64 ids;
 
@@ -265,12 +319,22 @@ static __always_inline __u64 mp_current_ids(void)
 	st = tstate_get(false);
 	if (st && st->ns_ids)
 		return st->ns_ids;
-	if (!bpf_get_ns_current_pid_tgid(mp_pidns_dev, mp_pidns_ino, &ns, sizeof(ns)))
-		ids = (__u64)ns.tgid << 32 | ns.pid;
-	else	/* not directly in it: in a namespace nested in it, or outside it */
-		ids = mp_task_ids(bpf_get_current_task_btf());
+	ids = mp_ids_lookup();
 	if (st)
 		st->ns_ids = ids;
+	return ids;
+}
+
+/* mp_current_ids() of the thread whose state is @st, from its cache in any pid namespace: the
+ * allocator probes spare a helper call per hit. */
+static __always_inline __u64 mp_thread_ids(struct tstate *st)
+{
+	__u64 ids = st->ns_ids;
+
+	if (!ids) {
+		ids = mp_ids_lookup();
+		st->ns_ids = ids;
+	}
 	return ids;
 }
 
@@ -351,7 +415,8 @@ static __always_inline bool nested_noret(const struct tstate *st, __u64 sp, __u6
 	return ret == st->noret_ret;
 }
 
-static __always_inline void hits_add(__u32 tgid, bool ret)
+/* Add thread @st's pending probe hits to process @tgid's counters ("phits"). */
+static __always_inline void hits_flush(struct tstate *st, __u32 tgid)
 {
 	struct mp_proc_hits *h = bpf_map_lookup_elem(&phits, &tgid);
 
@@ -360,66 +425,93 @@ static __always_inline void hits_add(__u32 tgid, bool ret)
 
 		bpf_map_update_elem(&phits, &tgid, &zero, BPF_NOEXIST);
 		h = bpf_map_lookup_elem(&phits, &tgid);
-		if (!h)
-			return;
 	}
-	if (ret)
-		h->returns++;
-	else
-		h->entries++;
+	if (h) {
+		h->entries += st->hit_entries;
+		h->returns += st->hit_returns;
+	}
+	st->hit_entries = st->hit_returns = 0;
 }
 
 /*
- * The configuration of process @tgid when its allocator calls are ours to probe, with the call
- * counted (MP_STAT_CALLS and its hits); NULL, counted as foreign, when it is not profiled, and
- * NULL when it is profiled through libmemprof-preload's USDT probes or detached over its budget.
+ * Count a probe hit of the calling thread (@ret: a return half; an entry is also a probed call,
+ * MP_STAT_CALLS, exact at any time: a per-CPU array slot, which the verifier inlines). The
+ * per-process counters of the overhead estimate are shared by the process' threads and looked
+ * up by hash, which cost about as much as the rest of an unsampled call: hits go to the thread's
+ * state and reach "phits" every MP_HITS_BATCH hits and at the thread's exit (mp_exit), so a live
+ * process' figures lag by less than MP_HITS_BATCH hits per thread.
  */
-static __always_inline struct mp_proc_cfg *probed_cfg(__u32 tgid)
-{
-	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+#define MP_HITS_BATCH	64
 
-	if (!cfg) {
-		stat_inc(MP_STAT_FOREIGN_CALLS);
-		return NULL;
+static __always_inline void hits_count(struct tstate *st, __u32 tgid, bool ret)
+{
+	if (ret) {
+		st->hit_returns++;
+	} else {
+		st->hit_entries++;
+		stat_inc(MP_STAT_CALLS);
 	}
-	if (cfg->flags & (MP_PROC_PRELOAD | MP_PROC_DETACHED))
+	if (st->hit_entries + st->hit_returns >= MP_HITS_BATCH)
+		hits_flush(st, tgid);
+}
+
+/*
+ * The configuration of process @tgid, whose thread @st is, when its allocator calls are ours to
+ * probe (the caller counts the hit: hits_count()); NULL, counted as foreign, when it is not
+ * profiled, and NULL when it is profiled through libmemprof-preload's USDT probes or detached
+ * over its budget. Read from the thread's copy of the entry (struct tstate.cfg), looked up
+ * again only when "procs" changed since (mp_procs_epoch).
+ */
+static __always_inline struct mp_proc_cfg *thread_cfg(struct tstate *st, __u32 tgid)
+{
+	__u64 epoch = *(volatile __u64 *)&mp_procs_epoch + 1;
+	struct mp_proc_cfg *cfg;
+
+	if (st->cfg_epoch != epoch) {
+		cfg = bpf_map_lookup_elem(&procs, &tgid);
+		if (!cfg) {
+			stat_inc(MP_STAT_FOREIGN_CALLS);
+			return NULL;
+		}
+		st->cfg = *cfg;
+		st->cfg_epoch = epoch;
+	}
+	if (st->cfg.flags & (MP_PROC_PRELOAD | MP_PROC_DETACHED))
 		return NULL;
-	stat_inc(MP_STAT_CALLS);
-	hits_add(tgid, false);
-	return cfg;
+	return &st->cfg;
 }
 
 /*
  * Entry of an allocator with a return probe. @size: requested bytes; @may_sample: false when
- * the call cannot allocate (realloc(p, 0), calloc overflow, file-backed mmap). Returns 1 when
- * this call is now the thread's outermost allocator call, 0 otherwise.
+ * the call cannot allocate (realloc(p, 0), calloc overflow, file-backed mmap). Returns the
+ * thread's state when this call is now the thread's outermost allocator call, else NULL.
  */
-static __always_inline int alloc_entry(struct pt_regs *ctx, __u32 kind, __u64 size,
-				       bool may_sample, __u64 arg)
+static __always_inline struct tstate *alloc_entry(struct pt_regs *ctx, __u32 kind, __u64 size,
+						  bool may_sample, __u64 arg)
 {
-	__u64 pid_tgid = mp_current_ids();
-	__u32 tgid = pid_tgid >> 32;
-	struct mp_proc_cfg *cfg = probed_cfg(tgid);
+	struct tstate *st = tstate_get(true);
 	__u64 sp = PT_REGS_SP(ctx), remaining = 0;
-	struct tstate *st;
+	struct mp_proc_cfg *cfg;
+	__u32 tgid;
 
-	if (!cfg)
-		return 0;
-	st = tstate_get(true);
 	if (!st)
-		return 0;
+		return NULL;
+	tgid = mp_thread_ids(st) >> 32;
+	cfg = thread_cfg(st, tgid);
+	if (!cfg)
+		return NULL;
+	hits_count(st, tgid, false);
 	if (nested(st, sp) || (mp_session_mode && nested_noret(st, sp, PT_REGS_IP(ctx)))) {
 		if (!mp_session_mode) /* sessions: a nested call has no return half */
 			st->depth++;
 		stat_inc(MP_STAT_NESTED);
-		return 0;
+		return NULL;
 	}
 	if (st->depth) /* an outer call whose return we never saw */
 		stat_inc(MP_STAT_MISSED_RETURNS);
 	st->depth = 1;
 	st->outer_sp = sp;
 	st->noret_sp = 0;
-	st->fresh = 1;
 	st->kind = kind;
 	st->size = size;
 	st->arg = arg;
@@ -429,7 +521,7 @@ static __always_inline int alloc_entry(struct pt_regs *ctx, __u32 kind, __u64 si
 		st->sample_profile = cfg->profile;
 		st->remaining = remaining;
 	}
-	return 1;
+	return st;
 }
 
 static __always_inline int emit_free(__u64 pid_tgid, __u32 profile, __u64 addr, __u32 kind)
@@ -456,9 +548,12 @@ static __always_inline int emit_free(__u64 pid_tgid, __u32 profile, __u64 addr, 
 static __always_inline __u32 sampled_take(__u32 tgid, __u64 addr, __u32 *kind, __u64 *inc)
 {
 	struct mp_sampled_key key = { .tgid = tgid, .addr = addr };
-	struct mp_sampled_val *v = bpf_map_lookup_elem(&sampled, &key);
+	struct mp_sampled_val *v;
 	__u32 profile;
 
+	if (!mp_sfilter[MP_SFILTER_SLOT(tgid, addr)])
+		return 0; /* never sampled: no entry hashes to the slot */
+	v = bpf_map_lookup_elem(&sampled, &key);
 	if (!v)
 		return 0;
 	profile = v->profile;
@@ -466,6 +561,7 @@ static __always_inline __u32 sampled_take(__u32 tgid, __u64 addr, __u32 *kind, _
 	*inc = v->incarnation;
 	if (bpf_map_delete_elem(&sampled, &key))
 		return 0; /* a concurrent free of the same block took it */
+	sfilter_add(tgid, addr, -1);
 	if (*inc != incarnation_get(tgid))
 		return 0;
 	return profile;
@@ -477,8 +573,11 @@ static __always_inline void sampled_put(__u32 tgid, __u64 addr, __u32 profile, _
 	struct mp_sampled_key key = { .tgid = tgid, .addr = addr };
 	struct mp_sampled_val v = { .incarnation = inc, .profile = profile, .kind = kind };
 
-	if (bpf_map_update_elem(&sampled, &key, &v, BPF_ANY))
+	sfilter_add(tgid, addr, 1);
+	if (bpf_map_update_elem(&sampled, &key, &v, BPF_ANY)) {
+		sfilter_add(tgid, addr, -1);
 		stat_inc(MP_STAT_TABLE_DROPS);
+	}
 }
 
 /* The fixed part of an alloc record: the block, and the frame-pointer walk of the stack. */
@@ -609,8 +708,9 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 	struct tstate *st;
 	__u64 addr = ret;
 
-	hits_add(tgid, true);
 	st = tstate_get(false);
+	if (st)
+		hits_count(st, tgid, true);
 	if (!st || !st->depth) {
 		stat_inc(MP_STAT_MISSED_RETURNS);
 		return 0;
@@ -663,7 +763,9 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 	val.incarnation = incarnation_get(tgid);
 	val.profile = st->sample_profile;
 	val.kind = st->kind;
+	sfilter_add(tgid, addr, 1);
 	if (bpf_map_update_elem(&sampled, &key, &val, BPF_ANY)) {
+		sfilter_add(tgid, addr, -1);
 		stat_inc(MP_STAT_TABLE_DROPS);
 		return 0;
 	}
@@ -676,7 +778,8 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 	}
 	e = data_reserve(sizeof(*e));
 	if (!e) {
-		bpf_map_delete_elem(&sampled, &key);
+		if (!bpf_map_delete_elem(&sampled, &key))
+			sfilter_add(tgid, addr, -1);
 		stat_inc(MP_STAT_RINGBUF_DROPS);
 		return 0;
 	}
@@ -689,20 +792,23 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 /* free, operator delete, munmap: entry probe only. */
 static __always_inline int free_entry(struct pt_regs *ctx, __u32 kind, __u64 addr)
 {
-	__u64 pid_tgid = mp_current_ids();
-	__u32 tgid = pid_tgid >> 32, profile, akind = 0;
-	struct tstate *st;
-	__u64 inc = 0;
+	struct tstate *st = tstate_get(true);
+	__u32 tgid, profile, akind = 0;
+	__u64 pid_tgid, inc = 0;
 
-	if (!probed_cfg(tgid))
+	if (!st)
 		return 0;
+	pid_tgid = mp_thread_ids(st);
+	tgid = pid_tgid >> 32;
+	if (!thread_cfg(st, tgid))
+		return 0;
+	hits_count(st, tgid, false);
 	if (!addr)
 		return 0; /* free(NULL) */
-	st = tstate_get(false);
 	/* Sessions need no nested_noret() here: a free nested in an allocator call whose return
 	 * half was skipped (realloc of an unsampled block, operator delete -> free) cannot find a
 	 * sampled block the outer call did not take first. */
-	if (st && nested(st, PT_REGS_SP(ctx))) {
+	if (nested(st, PT_REGS_SP(ctx))) {
 		stat_inc(MP_STAT_NESTED);
 		return 0;
 	}
@@ -728,26 +834,25 @@ static __always_inline int emit_proc(__u32 type, __u32 tgid, __u32 tid, __u32 pr
 	return 0;
 }
 
-static __always_inline int realloc_entry(struct pt_regs *ctx, __u32 kind, __u64 old, __u64 size,
-					 bool ovf)
+static __always_inline struct tstate *realloc_entry(struct pt_regs *ctx, __u32 kind, __u64 old,
+						    __u64 size, bool ovf)
 {
-	__u32 tgid = mp_current_ids() >> 32, profile = 0, okind = 0;
+	__u32 tgid, profile = 0, okind = 0;
 	struct tstate *st;
 	__u64 inc = 0;
 
 	/* realloc(p, 0) frees p and allocates nothing */
-	if (!alloc_entry(ctx, kind, size, !ovf && !(old && size == 0), old) || !old)
-		return 0;
-	st = tstate_get(false);
-	if (!st)
-		return 0;
+	st = alloc_entry(ctx, kind, size, !ovf && !(old && size == 0), old);
+	if (!st || !old)
+		return st;
+	tgid = mp_thread_ids(st) >> 32;
 	/* Take the old block out of the table now, so that a concurrent malloc returning the same
 	 * address after realloc released it cannot be confused with it; restored on failure. */
 	profile = sampled_take(tgid, old, &okind, &inc);
 	st->old_profile = profile;
 	st->old_kind = okind;
 	st->old_incarnation = inc;
-	return 0;
+	return st;
 }
 
 /* ld.so's rendezvous: see MP_SHAPE_DLSTATE. */
@@ -783,18 +888,18 @@ static __always_inline int calibrate_entry(void)
 	bpf_map_lookup_elem(&procs, &tgid);
 	st = tstate_get(true);
 	if (st)
-		st->fresh = 0;
+		st->calib++;
 	selftest_hit(MP_SELFTEST_CALIB);
 	return 0;
 }
 
 /*
  * Every entry probe. The attach cookie says which function this is: MP_COOKIE(shape, kind), the
- * shape telling where the arguments are (bpf/memprof.h).
+ * shape telling where the arguments are (bpf/memprof.h). Returns the thread's state when the
+ * call is now the thread's outermost allocator call (its return half has work), else NULL.
  */
-static __always_inline int entry_dispatch(struct pt_regs *ctx)
+static __always_inline struct tstate *entry_dispatch(struct pt_regs *ctx, __u64 cookie)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 kind = MP_COOKIE_KIND(cookie);
 	__u64 a1 = PT_REGS_PARM1(ctx), a2 = PT_REGS_PARM2(ctx), a3 = PT_REGS_PARM3(ctx);
 
@@ -820,14 +925,17 @@ static __always_inline int entry_dispatch(struct pt_regs *ctx)
 	case MP_SHAPE_MMAP:	/* mmap(addr, len, prot, flags, ...): anonymous ones only */
 		return alloc_entry(ctx, kind, a2, (PT_REGS_PARM4(ctx) & MAP_ANONYMOUS_FLAG) != 0, 0);
 	case MP_SHAPE_FREE:	/* free(ptr), operator delete(ptr, ...), munmap(addr, len) */
-		return free_entry(ctx, kind, a1);
+		free_entry(ctx, kind, a1);
+		return NULL;
 	case MP_SHAPE_DLSTATE:
-		return dlstate_entry();
+		dlstate_entry();
+		return NULL;
 	case MP_SHAPE_SELFTEST:
 		selftest_hit(MP_SELFTEST_ENTRIES);
-		return 0;
+		return NULL;
 	case MP_SHAPE_CALIBRATE:
-		return calibrate_entry();
+		calibrate_entry();
+		return NULL;
 	case MP_SHAPE_XALLOCX:	/* xallocx(ptr, size, extra, flags): see alloc_return() */
 		return realloc_entry(ctx, kind, a1, a2, false);
 	case MP_SHAPE_HEAP_CALLOC: {	/* mi_heap_calloc(heap, n, size) */
@@ -838,14 +946,15 @@ static __always_inline int entry_dispatch(struct pt_regs *ctx)
 	case MP_SHAPE_HEAP_REALLOC:	/* mi_heap_realloc(heap, ptr, size) */
 		return realloc_entry(ctx, kind, a2, a3, false);
 	default:
-		return 0;
+		return NULL;
 	}
 }
 
 SEC("uprobe")
 int BPF_KPROBE(mp_entry)
 {
-	return entry_dispatch(ctx);
+	entry_dispatch(ctx, bpf_get_attach_cookie(ctx));
+	return 0;
 }
 
 /* Every allocator's return. */
@@ -883,19 +992,26 @@ int BPF_KPROBE(mp_session)
 		return (selftest_hit(MP_SELFTEST_ENTRIES) & 1) ? 0 : 1;
 	if (shape == MP_SHAPE_CALIBRATE)
 		return calibrate_entry() || MP_COOKIE_KIND(cookie) ? 0 : 1;
-	entry_dispatch(ctx);
-	st = tstate_get(false);
-	if (!st || !st->fresh)
+	st = entry_dispatch(ctx, cookie);
+	if (!st)
 		return 1;	/* not an outermost allocator call: nothing to do at its return */
-	st->fresh = 0;
 	if (st->sample_profile || st->old_profile)
 		return 0;	/* the return half emits the block or settles the old one */
-	/* Unsampled: no return half, so no nesting depth; remember the frame instead. */
+	/* Unsampled: no return half, so no nesting depth; remember the frame instead, if a call
+	 * can be nested in it: mmap calls no probed function. The return address is read into
+	 * the stack, not into the task storage, which spares the usercopy hardening's heap-object
+	 * check (about a third of the read's cost). */
 	st->depth = 0;
-	st->noret_sp = sp;
-	st->noret_ip = PT_REGS_IP(ctx);
-	if (bpf_probe_read_user(&st->noret_ret, sizeof(st->noret_ret), (void *)sp))
-		st->noret_sp = 0;
+	st->noret_sp = 0;
+	if (MP_COOKIE_KIND(cookie) != MP_KIND_MMAP) {
+		__u64 ret;
+
+		if (!bpf_probe_read_user(&ret, sizeof(ret), (void *)sp)) {
+			st->noret_sp = sp;
+			st->noret_ip = PT_REGS_IP(ctx);
+			st->noret_ret = ret;
+		}
+	}
 	return 1;
 }
 
@@ -926,6 +1042,7 @@ int BPF_PROG(mp_fork, struct task_struct *parent, struct task_struct *child)
 		stat_inc(MP_STAT_PROCS_FULL);
 		return 0;
 	}
+	__sync_fetch_and_add(&mp_procs_epoch, 1);	/* thread_cfg() */
 	now = bpf_ktime_get_ns();
 	bpf_map_update_elem(&pstate, &ctgid, &now, BPF_ANY);
 	return emit_proc(MP_EV_FORK, ptgid, ptid, ccfg.profile, ctgid, 0);
@@ -937,17 +1054,15 @@ int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	__u64 ids = mp_task_ids(p);
 	__u32 tgid = ids >> 32, other = (__u32)old_pid != p->pid ? (__u32)old_pid : 0;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+	struct tstate *st = bpf_task_storage_get(&tstates, p, 0, 0);
 	__u64 now;
 
-	if (mp_pidns_nested) {
-		/* A non-leader thread took the leader's tid: forget its ids (mp_current_ids()).
-		 * old_pid is its global tid, whose struct pid is gone: unknown in our namespace. */
-		struct tstate *st = bpf_task_storage_get(&tstates, p, 0, 0);
-
-		if (st)
-			st->ns_ids = 0;
+	/* A non-leader thread took the leader's tid: forget its ids (mp_thread_ids()). */
+	if (st)
+		st->ns_ids = 0;
+	/* old_pid is its global tid, whose struct pid is gone: unknown in our namespace */
+	if (mp_pidns_nested)
 		other = 0;
-	}
 	if (!cfg)
 		return 0;
 	/* A new image: sampled entries of the old one no longer match frees. The event's time is
@@ -963,8 +1078,11 @@ int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
 	__u64 ids = mp_task_ids(p);
 	__u32 tgid = ids >> 32, tid = (__u32)ids, profile, code;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+	struct tstate *st = bpf_task_storage_get(&tstates, p, 0, 0);
 	unsigned int sflags;
 
+	if (st && cfg && (st->hit_entries | st->hit_returns))
+		hits_flush(st, tgid);	/* the thread's last probe hits (hits_count()) */
 	if (!cfg)
 		return 0;
 	profile = cfg->profile;
@@ -984,17 +1102,23 @@ int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
  * ---- libmemprof-preload: the cooperative fast path ----
  *
  * A process that maps libmemprof-preload.so samples in-process and reaches a USDT probe only
- * for a sampled block (memprof:alloc, its multiplicity already final) and for the free of one
- * (memprof:free); <memprof/preload.h> is the ABI. The loader attaches these two programs
- * instead of allocator uprobes and keeps the process' "pltargets" entry. They emit the same
- * records as the uprobe programs, marked MP_KIND_F_PRELOAD; the library's own table filters
- * frees, so no "sampled" entry is kept here.
+ * for a sampled block (memprof:alloc, its multiplicity already final) and to report frees of
+ * sampled blocks by id, mostly in batches (with the next memprof:alloc, or memprof:free_batch;
+ * memprof:free for one that could not wait); <memprof/preload.h> is the ABI. The loader
+ * attaches these three programs instead of allocator uprobes and keeps the process'
+ * "pltargets" entry. They emit alloc records marked MP_KIND_F_PRELOAD, keyed by block id, and
+ * MP_EV_FREE_BATCH records; the library's own table filters frees, so no "sampled" entry is
+ * kept here. memprof:alloc passes one pointer: its record is read with one
+ * bpf_probe_read_user() (each USDT argument costs a spec lookup and a register read, ~50 ns),
+ * and so are the frames the library walked; only a record the library could not walk takes
+ * bpf_get_stack() (a fault-tolerant copy per frame, ~700 ns) and the frame-skip loop.
  */
-#define BPF_USDT_MAX_SPEC_CNT	2048	/* two per process profiled through the library */
+#define BPF_USDT_MAX_SPEC_CNT	4096	/* three per process profiled through the library */
 #define BPF_USDT_MAX_IP_CNT	256	/* unused: the kernel has BPF cookies */
 #include <bpf/usdt.bpf.h>
 
 #define MP_PL_MAX_SKIP		16	/* library frames dropped from the top of a stack */
+#define MP_PL_HEAD_SIZE		offsetof(struct mp_alloc_event, stack)
 /* Records wake the consumer as the uprobe programs' do: data_wake_flags(). */
 
 struct {
@@ -1004,36 +1128,110 @@ struct {
 	__type(value, struct mp_preload_target);
 } pltargets SEC(".maps");
 
-SEC("usdt")
-int BPF_USDT(mp_usdt_alloc, __u64 addr, __u64 size, __u64 nsamples, __u32 kind, __u32 gen)
+/*
+ * The emitters are static noinline, one per record size (the verifier needs a constant size,
+ * and inlined copies could be merged by the compiler into one path whose size is not).
+ */
+
+/* Emit @count ids read from the target's memory at @uids: one record of room for CAP ids. */
+#define PL_EMIT_FREES(CAP)                                                                     \
+static __noinline int pl_emit_frees_##CAP(__u64 pid_tgid, __u32 profile, __u64 uids,          \
+					  __u64 count)                                         \
+{                                                                                              \
+	__u64 size = offsetof(struct mp_free_batch_event, ids) + 8 * (CAP);                    \
+	struct mp_free_batch_event *e = data_reserve(size);                                    \
+                                                                                               \
+	if (!e) {                                                                              \
+		stat_inc(MP_STAT_RINGBUF_DROPS);                                               \
+		return 0;                                                                      \
+	}                                                                                      \
+	asm volatile("" : "+r"(count));	/* keep the clamp: the verifier needs it */  \
+	if (count > (CAP))                                                                     \
+		count = (CAP);                                                                 \
+	hdr_fill(&e->h, MP_EV_FREE_BATCH, pid_tgid, profile);                                  \
+	e->kind = MP_KIND_FREE | MP_KIND_F_PRELOAD;                                            \
+	if (bpf_probe_read_user(e->ids, 8 * count, (void *)uids)) {                            \
+		stat_inc(MP_STAT_STACK_ERRORS);                                                \
+		count = 0;	/* the daemon ignores an empty batch */                        \
+	}                                                                                      \
+	e->count = count;                                                                      \
+	bpf_ringbuf_submit(e, data_wake_flags(size));                                          \
+	stat_add(MP_STAT_FREES, count);                                                        \
+	return 0;                                                                              \
+}
+PL_EMIT_FREES(4)
+PL_EMIT_FREES(64)
+
+static __always_inline void pl_frees(__u64 pid_tgid, __u32 profile, __u64 uids, __u32 count)
 {
-	__u64 pid_tgid = mp_current_ids(), lo, hi;
-	__u32 tgid = pid_tgid >> 32, max_frames, skip, nfr;
-	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
-	struct mp_preload_target *pt;
-	struct mp_alloc_event *e;
+	if (count == 0 || count > MP_FREE_BATCH_MAX)
+		return;
+	if (count <= 4)
+		pl_emit_frees_4(pid_tgid, profile, uids, count);
+	else
+		pl_emit_frees_64(pid_tgid, profile, uids, count);
+}
+
+/* What the alloc emitters need. */
+struct pl_alloc {
+	struct mp_preload_alloc_head r;
+	__u64 pid_tgid;
+	__u64 rec;		/* the record in the target */
+	__u64 lo, hi;		/* the library's mapping */
+	__u32 profile;
+	__u32 max_frames;
+};
+
+/* An alloc record with the @nfr frames the library walked, room for CAP frames. */
+#define PL_EMIT_WALKED(CAP)                                                                    \
+static __noinline int pl_emit_walked_##CAP(struct pl_alloc *a, __u64 nfr)                     \
+{                                                                                              \
+	__u64 size = MP_PL_HEAD_SIZE + 8 * (CAP);                                              \
+	struct mp_alloc_event *e = data_reserve(size);                                         \
+                                                                                               \
+	if (!e) {                                                                              \
+		stat_inc(MP_STAT_RINGBUF_DROPS);                                               \
+		return 0;                                                                      \
+	}                                                                                      \
+	asm volatile("" : "+r"(nfr));	/* keep the clamp: the verifier needs it */      \
+	if (nfr > (CAP))                                                                       \
+		nfr = (CAP);                                                                   \
+	hdr_fill(&e->h, MP_EV_ALLOC, a->pid_tgid, a->profile);                                 \
+	e->addr = a->r.id;	/* preload records are keyed by id: see MP_KIND_F_PRELOAD */  \
+	e->size = a->r.size;                                                                   \
+	e->remaining = a->r.nsamples;	/* final: see MP_KIND_F_PRELOAD */                     \
+	e->kind = (a->r.kind & MP_KIND_MASK) | MP_KIND_F_PRELOAD;                              \
+	if (bpf_probe_read_user(e->stack, 8 * nfr, (void *)(a->rec + MP_PL_REC_FRAMES))) {     \
+		stat_inc(MP_STAT_STACK_ERRORS);                                                \
+		nfr = 0;                                                                       \
+	}                                                                                      \
+	e->nframes = nfr;                                                                      \
+	bpf_ringbuf_submit(e, data_wake_flags(size));                                          \
+	stat_inc(MP_STAT_SAMPLED);                                                             \
+	return 0;                                                                              \
+}
+PL_EMIT_WALKED(16)
+PL_EMIT_WALKED(32)
+PL_EMIT_WALKED(127)
+_Static_assert(MP_MAX_STACK == 127, "PL_EMIT_WALKED(MP_MAX_STACK)");
+
+/* An alloc record whose stack is walked here, from the probe (the library could not). */
+static __noinline int pl_emit_unwalked(void *ctx, struct pl_alloc *a)
+{
+	struct mp_alloc_event *e = data_reserve(sizeof(*e));
+	struct mp_preload_alloc_head *r = &a->r;
+	__u32 skip, nfr;
 	long n;
 
-	if (!cfg) {
-		stat_inc(MP_STAT_FOREIGN_CALLS);
-		return 0;
-	}
-	pt = bpf_map_lookup_elem(&pltargets, &tgid);
-	/* drawn under another generation (another rate, or before a stop): not ours */
-	if (!pt || gen != pt->gen || !(cfg->flags & MP_PROC_SAMPLING) || !addr || !nsamples)
-		return 0;
-	lo = pt->lo;
-	hi = pt->hi;
-	e = data_reserve(sizeof(*e));
 	if (!e) {
 		stat_inc(MP_STAT_RINGBUF_DROPS);
 		return 0;
 	}
-	hdr_fill(&e->h, MP_EV_ALLOC, pid_tgid, cfg->profile);
-	e->addr = addr;
-	e->size = size;
-	e->remaining = nsamples;	/* final: see MP_KIND_F_PRELOAD */
-	e->kind = (kind & MP_KIND_MASK) | MP_KIND_F_PRELOAD;
+	hdr_fill(&e->h, MP_EV_ALLOC, a->pid_tgid, a->profile);
+	e->addr = r->id;
+	e->size = r->size;
+	e->remaining = r->nsamples;
+	e->kind = (r->kind & MP_KIND_MASK) | MP_KIND_F_PRELOAD;
 	n = bpf_get_stack(ctx, e->stack, sizeof(e->stack), BPF_F_USER_STACK);
 	if (n < 0) {
 		stat_inc(MP_STAT_STACK_ERRORS);
@@ -1042,14 +1240,11 @@ int BPF_USDT(mp_usdt_alloc, __u64 addr, __u64 size, __u64 nsamples, __u32 kind, 
 	nfr = n / sizeof(__u64);
 	/* The stack starts at the probe site, inside the library: drop its frames. */
 	for (skip = 0; skip < MP_PL_MAX_SKIP && skip < nfr; skip++)
-		if (e->stack[skip] < lo || e->stack[skip] >= hi)
+		if (e->stack[skip] < a->lo || e->stack[skip] >= a->hi)
 			break;
-	max_frames = cfg->max_frames;
-	if (max_frames == 0 || max_frames > MP_MAX_STACK)
-		max_frames = MP_MAX_STACK;
 	nfr -= skip;
-	if (nfr > max_frames)
-		nfr = max_frames;
+	if (nfr > a->max_frames)
+		nfr = a->max_frames;
 	for (__u32 i = 0; i < MP_MAX_STACK; i++) {
 		__u32 j = i + skip;
 
@@ -1063,31 +1258,101 @@ int BPF_USDT(mp_usdt_alloc, __u64 addr, __u64 size, __u64 nsamples, __u32 kind, 
 	return 0;
 }
 
+/*
+ * The probes' arguments are read from the registers the library pins them to on x86-64
+ * (<memprof/preload.h>; tests/unit/preload-usdt-notes.sh checks the notes agree), not
+ * through bpf_usdt_arg(): a spec lookup and a register read for each, ~50 ns.
+ */
 SEC("usdt")
-int BPF_USDT(mp_usdt_free, __u64 addr, __u32 kind)
+int mp_usdt_alloc(struct pt_regs *ctx)
 {
+	__u64 rec = PT_REGS_PARM1(ctx);
 	__u64 pid_tgid = mp_current_ids();
-	__u32 tgid = pid_tgid >> 32;
+	__u32 tgid = pid_tgid >> 32, nfr;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
-	struct mp_free_event *e;
+	struct mp_preload_target *pt;
+	struct pl_alloc a;
 
 	if (!cfg) {
 		stat_inc(MP_STAT_FOREIGN_CALLS);
 		return 0;
 	}
-	/* Frees are reported after a stop too, as in uprobe mode. */
-	if (!addr || !bpf_map_lookup_elem(&pltargets, &tgid))
+	pt = bpf_map_lookup_elem(&pltargets, &tgid);
+	if (!pt || bpf_probe_read_user(&a.r, sizeof(a.r), (void *)rec))
 		return 0;
-	e = data_reserve(sizeof(*e));
+	/* The frees that rode along happened before this alloc, whatever becomes of it. */
+	pl_frees(pid_tgid, cfg->profile, rec + MP_PL_REC_FREE_IDS, a.r.nfree);
+	/* drawn under another generation (another rate, or before a stop): not ours */
+	if (a.r.generation != pt->gen || !(cfg->flags & MP_PROC_SAMPLING) || !a.r.addr ||
+	    !a.r.nsamples || !a.r.id)
+		return 0;
+	a.pid_tgid = pid_tgid;
+	a.rec = rec;
+	a.lo = pt->lo;
+	a.hi = pt->hi;
+	a.profile = cfg->profile;
+	a.max_frames = cfg->max_frames;
+	if (a.max_frames == 0 || a.max_frames > MP_MAX_STACK)
+		a.max_frames = MP_MAX_STACK;
+	if (a.r.nframes < 0)
+		return pl_emit_unwalked(ctx, &a);
+	nfr = (__u32)a.r.nframes < a.max_frames ? (__u32)a.r.nframes : a.max_frames;
+	if (nfr <= 16)
+		return pl_emit_walked_16(&a, nfr);
+	if (nfr <= 32)
+		return pl_emit_walked_32(&a, nfr);
+	return pl_emit_walked_127(&a, nfr);
+}
+
+/* Frees are reported after a stop too, as in uprobe mode. */
+static __always_inline int pl_free_common(__u64 uids, __u32 count)
+{
+	__u64 pid_tgid = mp_current_ids();
+	__u32 tgid = pid_tgid >> 32;
+	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (!cfg) {
+		stat_inc(MP_STAT_FOREIGN_CALLS);
+		return 0;
+	}
+	if (bpf_map_lookup_elem(&pltargets, &tgid))
+		pl_frees(pid_tgid, cfg->profile, uids, count);
+	return 0;
+}
+
+/* One free that could not wait for a batch: its id is the first argument. */
+SEC("usdt")
+int mp_usdt_free(struct pt_regs *ctx)
+{
+	__u64 id = PT_REGS_PARM1(ctx);
+	__u64 pid_tgid = mp_current_ids();
+	__u32 tgid = pid_tgid >> 32;
+	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+	struct mp_free_batch_event *e;
+	__u64 size = offsetof(struct mp_free_batch_event, ids) + 8 * 4;
+
+	if (!cfg) {
+		stat_inc(MP_STAT_FOREIGN_CALLS);
+		return 0;
+	}
+	if (!id || !bpf_map_lookup_elem(&pltargets, &tgid))
+		return 0;
+	e = data_reserve(size);
 	if (!e) {
 		stat_inc(MP_STAT_RINGBUF_DROPS);
 		return 0;
 	}
-	hdr_fill(&e->h, MP_EV_FREE, pid_tgid, cfg->profile);
-	e->addr = addr;
-	e->kind = (kind & MP_KIND_MASK) | MP_KIND_F_PRELOAD;
-	e->_pad = 0;
-	bpf_ringbuf_submit(e, data_wake_flags(sizeof(*e)));
+	hdr_fill(&e->h, MP_EV_FREE_BATCH, pid_tgid, cfg->profile);
+	e->kind = MP_KIND_FREE | MP_KIND_F_PRELOAD;
+	e->count = 1;
+	e->ids[0] = id;
+	bpf_ringbuf_submit(e, data_wake_flags(size));
 	stat_inc(MP_STAT_FREES);
 	return 0;
+}
+
+SEC("usdt")
+int mp_usdt_free_batch(struct pt_regs *ctx)
+{
+	return pl_free_common(PT_REGS_PARM1(ctx), (__u32)PT_REGS_PARM2(ctx));
 }

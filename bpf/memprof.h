@@ -43,8 +43,10 @@ enum mp_kind {
  * (kind & MP_KIND_MASK is the enum mp_kind). MP_KIND_F_PRELOAD: the record comes from
  * libmemprof-preload's USDT probes (memprof:alloc / memprof:free, <memprof/preload.h>), not
  * from allocator uprobes. An alloc's "remaining" is then the block's final multiplicity
- * n >= 1, drawn in-process: the daemon draws nothing. A free may name a block the daemon
- * never saw (sampled under an older generation, or inherited across fork): it is ignored.
+ * n >= 1, drawn in-process: the daemon draws nothing, and its "addr" is the block's id
+ * (memprof_preload_alloc_rec.id, unique per process), not its address: its frees arrive by id
+ * in MP_EV_FREE_BATCH records, which may name blocks the daemon never saw (sampled under an
+ * older generation, or inherited across fork): those are ignored.
  */
 #define MP_KIND_F_PRELOAD	(1u << 31)
 #define MP_KIND_MASK		0xffu
@@ -56,6 +58,8 @@ enum mp_event_type {
 	MP_EV_EXEC,		/* a profiled process exec'd: struct mp_proc_event */
 	MP_EV_EXIT,		/* a profiled process exited (last thread): struct mp_proc_event */
 	MP_EV_THREAD_EXIT,	/* a thread (not the last) of a profiled process exited */
+	/* libmemprof-preload: sampled blocks freed, by id: struct mp_free_batch_event */
+	MP_EV_FREE_BATCH = 16,
 	/* Internal to daemon/bpf_loader.c, never delivered to its callback: ld.so of a profiled
 	 * process reached _dl_debug_state (libraries mapped, dlopen): struct mp_proc_event. */
 	MP_EV_MAP = 100,
@@ -110,6 +114,37 @@ struct mp_free_event {
 	__u32 _pad;
 };
 
+/*
+ * MP_EV_FREE_BATCH: ids (the "addr" of MP_KIND_F_PRELOAD alloc records) of sampled blocks that
+ * process h.pid freed, oldest first, all before any alloc record that follows this one from the
+ * same thread. The record holds at least count ids (it may be shorter than the struct).
+ */
+#define MP_FREE_BATCH_MAX	64
+
+struct mp_free_batch_event {
+	struct mp_event_hdr h;
+	__u32 count;		/* 1..MP_FREE_BATCH_MAX */
+	__u32 kind;		/* MP_KIND_F_PRELOAD | MP_KIND_FREE */
+	__u64 ids[MP_FREE_BATCH_MAX];
+};
+
+/*
+ * The head of struct memprof_preload_alloc_rec (<memprof/preload.h>), what the memprof:alloc
+ * USDT probe points to, as the BPF program reads it; free_ids[] and frames[] follow.
+ */
+struct mp_preload_alloc_head {
+	__u64 addr;
+	__u64 size;
+	__u64 nsamples;
+	__u64 id;
+	__u32 kind;
+	__u32 generation;
+	__u32 nfree;
+	__s32 nframes;		/* -1: walk from the probe */
+};
+#define MP_PL_REC_FREE_IDS	48	/* offsetof free_ids */
+#define MP_PL_REC_FRAMES	(48 + 8 * MP_FREE_BATCH_MAX)	/* offsetof frames */
+
 struct mp_proc_event {
 	struct mp_event_hdr h;
 	__u32 other_pid;	/* FORK: the child; EXEC: the old pid if it changed */
@@ -157,6 +192,17 @@ struct mp_proc_hits {
 	__u64 entries;
 	__u64 returns;
 };
+/*
+ * The sampled-address filter (global mp_sfilter[] of bpf/memprof.bpf.c, in .bss): per slot, a
+ * count of the "sampled" entries that hash to it (never fewer). The loader decrements a slot,
+ * atomically, for each entry it purges.
+ */
+#define MP_SFILTER_BITS		16
+#define MP_SFILTER_SIZE		(1u << MP_SFILTER_BITS)
+#define MP_SFILTER_SLOT(tgid, addr) \
+	((__u32)((((__u64)(addr) >> 4) ^ ((__u64)(tgid) << 40)) * 0x9e3779b97f4a7c15ull >> \
+		 (64 - MP_SFILTER_BITS)))
+
 #define MP_COOKIE(shape, kind)	(((__u64)(shape) << 8) | (kind))
 #define MP_COOKIE_SHAPE(c)	((__u32)((c) >> 8) & 0xff)
 #define MP_COOKIE_KIND(c)	((__u32)(c) & 0xff)
@@ -235,6 +281,8 @@ _Static_assert(sizeof(struct mp_event_hdr) == 24, "mp_event_hdr layout");
 _Static_assert(sizeof(struct mp_alloc_event) == 24 + 32 + 8 * MP_MAX_STACK, "alloc layout");
 _Static_assert(sizeof(struct mp_free_event) == 40, "free layout");
 _Static_assert(sizeof(struct mp_proc_event) == 32, "proc layout");
+_Static_assert(sizeof(struct mp_free_batch_event) == 32 + 8 * MP_FREE_BATCH_MAX, "batch layout");
+_Static_assert(sizeof(struct mp_preload_alloc_head) == MP_PL_REC_FREE_IDS, "preload rec head");
 _Static_assert(sizeof(struct mp_proc_cfg) == 32, "proc cfg layout");
 _Static_assert(sizeof(struct mp_ustack) == 32, "ustack layout");
 #endif

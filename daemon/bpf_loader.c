@@ -46,8 +46,14 @@
  * starts with an emulated push, like malloc) without probes, with the entry program and with a
  * return probe too, in the mode the targets get: mp_bpf_counters.entry_cost_ns and
  * return_cost_ns (MP_PROBE_COST_NS="E,R" sets them). BPF counts each profiled process' entry
- * and return hits (per-CPU hash "phits", mp_bpf__proc_hits()); the engine multiplies the two
- * to enforce mp_profile_opts.max_overhead_pct.
+ * and return hits (per-CPU hash "phits", mp_bpf__proc_hits(); added per thread in batches of
+ * 64 and at thread exit, so a live process' counts lag by less than 64 per thread); the engine
+ * multiplies the two to enforce mp_profile_opts.max_overhead_pct.
+ *
+ * State shared with the BPF programs through the mmap'ed .bss: mp_procs_epoch, bumped after
+ * every write of "procs" (the programs keep a per-thread copy of their process' entry while it
+ * is current), and the sampled-address filter mp_sfilter[], decremented for each entry
+ * sampled_purge() deletes (bpf/memprof.h).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -81,16 +87,11 @@
 #include "daemon/bpf_loader.h"
 #include "daemon/elf_syms.h"
 #include "daemon/placement.h"
+#include "daemon/uprobe_link.h"
 #include "memprof.skel.h"
 
 #define MAX_OBJS_PER_PROC	512	/* executable objects scanned per process */
 #define MAX_OBJ_CACHE		1024	/* objects whose allocator symbols are cached */
-
-/* Linux 6.6 UAPI, newer than Debian 12's headers. */
-#define MP_BPF_TRACE_UPROBE_MULTI	48
-#define MP_BPF_F_UPROBE_MULTI_RETURN	1
-/* Linux 6.13 UAPI (enum bpf_attach_type; 57 in 6.18's BTF, checked by the self-test) */
-#define MP_BPF_TRACE_UPROBE_SESSION	57
 
 /* Probe cost when calibration fails (uprobe-cost.md, table 3: an emulated entry 0.76-0.95 us,
  * a return probe on top of it +0.5-0.8 us). */
@@ -584,6 +585,10 @@ static void sampled_purge(struct mp_bpf *b, pid_t pid, uint64_t before_ns)
 			continue;
 		/* deleting the current key restarts the walk from the start */
 		if (!bpf_map_delete_elem(fd, &key)) {
+			/* the BPF side counted it in the filter (bpf/memprof.h, MP_SFILTER) */
+			__atomic_fetch_sub(&b->skel->bss->mp_sfilter[MP_SFILTER_SLOT(key.tgid,
+										      key.addr)],
+					   1, __ATOMIC_SEQ_CST);
 			n++;
 			prev = NULL;
 		}
@@ -916,6 +921,12 @@ static int procs_fd(struct mp_bpf *b)
 	return bpf_map__fd(b->skel->maps.procs);
 }
 
+/* After each write of "procs": threads drop their copies of the entries (thread_cfg()). */
+static void procs_changed(struct mp_bpf *b)
+{
+	__atomic_fetch_add(&b->skel->bss->mp_procs_epoch, 1, __ATOMIC_SEQ_CST);
+}
+
 int mp_bpf__proc_set(struct mp_bpf *b, pid_t pid, const struct mp_proc_cfg *cfg)
 {
 	uint32_t key = pid;
@@ -932,6 +943,7 @@ int mp_bpf__proc_set(struct mp_bpf *b, pid_t pid, const struct mp_proc_cfg *cfg)
 		c.flags |= MP_PROC_PRELOAD;
 	if (bpf_map_update_elem(procs_fd(b), &key, &c, BPF_ANY))
 		return -errno;
+	procs_changed(b);
 	if (t && t->preload) {
 		/* profiled through libmemprof-preload: its config block follows (stop) */
 		int err = pl_sync(b, t, cfg, NULL);
@@ -960,6 +972,7 @@ int mp_bpf__proc_del(struct mp_bpf *b, pid_t pid)
 
 	if (bpf_map_delete_elem(procs_fd(b), &key) && errno != ENOENT)
 		return -errno;
+	procs_changed(b);
 	return 0;
 }
 
@@ -1130,36 +1143,17 @@ static int attach_perf(struct mp_bpf *b, pid_t pid, const char *path, uint64_t o
 	return 0;
 }
 
-/* Layout of union bpf_attr's link_create.uprobe_multi (Linux 6.6), after 16 bytes. */
-struct uprobe_multi_attr {
-	uint64_t path, offsets, ref_ctr_offsets, cookies;
-	uint32_t cnt, flags, pid, _pad;
-};
-
 static int attach_multi(pid_t pid, const char *path, struct bpf_program *prog, bool retprobe,
 			const uint64_t *offs, const uint64_t *cookies, uint32_t cnt,
 			struct plink *out)
 {
-	union bpf_attr attr;
-	struct uprobe_multi_attr um = {
-		.path = (uint64_t)(uintptr_t)path,
-		.offsets = (uint64_t)(uintptr_t)offs,
-		.cookies = (uint64_t)(uintptr_t)cookies,
-		.cnt = cnt,
-		.flags = retprobe ? MP_BPF_F_UPROBE_MULTI_RETURN : 0,
-		.pid = (uint32_t)pid,
-	};
-	int fd;
-
-	_Static_assert(sizeof(attr) >= 16 + sizeof(um), "bpf_attr too small");
-	memset(&attr, 0, sizeof(attr));
-	attr.link_create.prog_fd = (uint32_t)bpf_program__fd(prog);
 	/* MP_BPF_TRACE_UPROBE_MULTI, or MP_BPF_TRACE_UPROBE_SESSION for mp_session */
-	attr.link_create.attach_type = (uint32_t)bpf_program__expected_attach_type(prog);
-	memcpy((char *)&attr + 16, &um, sizeof(um));
-	fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	int fd = mp_uprobe_multi_link(bpf_program__fd(prog),
+				      (unsigned int)bpf_program__expected_attach_type(prog), pid, path,
+				      offs, cookies, cnt, retprobe);
+
 	if (fd < 0)
-		return -errno;
+		return fd;
 	out->l = NULL;
 	out->fd = fd;
 	return 0;
@@ -1971,7 +1965,8 @@ static void pl_flag(struct mp_bpf *b, pid_t pid, bool on)
 	if (bpf_map_lookup_elem(procs_fd(b), &key, &cfg))
 		return;
 	cfg.flags = on ? cfg.flags | MP_PROC_PRELOAD : cfg.flags & ~MP_PROC_PRELOAD;
-	bpf_map_update_elem(procs_fd(b), &key, &cfg, BPF_EXIST);
+	if (!bpf_map_update_elem(procs_fd(b), &key, &cfg, BPF_EXIST))
+		procs_changed(b);
 }
 
 /* Move @t's links to the reaper (mode change at exec): the old probes would fire twice. */
@@ -2002,9 +1997,10 @@ static void pl_retire_links(struct mp_bpf *b, struct target *t)
  */
 static int pl_attach(struct mp_bpf *b, struct target *t)
 {
-	static const char *const names[2] = { "alloc", "free" };
-	struct bpf_program *progs[2] = { b->skel->progs.mp_usdt_alloc,
-					 b->skel->progs.mp_usdt_free };
+	static const char *const names[3] = { "alloc", "free", "free_batch" };
+	struct bpf_program *progs[3] = { b->skel->progs.mp_usdt_alloc,
+					 b->skel->progs.mp_usdt_free,
+					 b->skel->progs.mp_usdt_free_batch };
 	struct mp_proc_cfg cfg;
 	struct pl_found pf;
 	struct stat st;
@@ -2050,7 +2046,7 @@ static int pl_attach(struct mp_bpf *b, struct target *t)
 		t->pl_pending = 0;
 		return (int)t->nlinks;	/* exec'd into the same library: the probes stay */
 	}
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		struct plink l = { .fd = -1 };
 
 		l.l = bpf_program__attach_usdt(progs[i], t->pid, pf.path, "memprof", names[i],

@@ -41,6 +41,8 @@
 #define MP_EP_RINGBUF		1
 #define MP_EP_TIMER		2
 
+#define MP_FPC_SLOTS	256
+
 /* One trace: a (profile, process) pair. */
 struct mp_ptrace {
 	struct mp_hnode node;		/* key: pid, in the profile's table */
@@ -67,6 +69,8 @@ struct mp_ptrace {
 	/* AUTO: BPF's stack copies are off while the frame-pointer walk does (copy_adapt()) */
 	bool copy_off;
 	unsigned int fp_streak, copy_backoff;
+	/* fp_trustworthy()'s verdicts that hold (see there): direct-mapped, 0 = none */
+	uint64_t fp_ok[MP_FPC_SLOTS];
 	enum mp_proc_mode mode;		/* uprobes, or libmemprof-preload's USDT probes */
 	/* preload mode: the library's counters, as last read */
 	uint64_t pl_stats[MEMPROF_PRELOAD_STAT__SLOTS];
@@ -721,21 +725,35 @@ static void collect(struct mp_ptrace *t, uint64_t time_us, struct mp_entry *en)
  * and the outermost is in a mapped object. A walk through code without them reads whatever
  * rbp holds there: it ends early or goes on with garbage.
  */
-static bool fp_trustworthy(struct mp_engine *e, pid_t pid, const uint64_t *fp, unsigned int n)
+/*
+ * Each answer costs a mapping and an object lookup, for every frame of every event: @t remembers
+ * the positive ones (a return address in code that keeps frame pointers, an outermost frame in a
+ * mapped object), which hold until the process execs; negative ones (code without them, an
+ * address not mapped yet) are asked again.
+ */
+static bool fp_trustworthy(struct mp_engine *e, struct mp_ptrace *t, const uint64_t *fp,
+			   unsigned int n)
 {
 	struct mp_mapping_info mi;
 
 	if (!n)
 		return false;
 	for (unsigned int i = 0; i < n; i++) {
+		bool inner = i + 1 < n || n == 1;
+		uint64_t key = fp[i] << 1 | inner;	/* fp[i] < 2^62 */
+		unsigned int slot = (unsigned int)((key * 0x9e3779b97f4a7c15ull) >> 56);
+
 		if (!fp[i] || fp[i] >= (1ull << 62))
 			return false;
-		if (i + 1 < n || n == 1) {
-			if (mp_unwinder__frame_pointers(e->unw, pid, fp[i]) <= 0)
+		if (t->fp_ok[slot] == key)
+			continue;
+		if (inner) {
+			if (mp_unwinder__frame_pointers(e->unw, t->pid, fp[i]) <= 0)
 				return false;
-		} else if (mp_symbolizer__mapping(e->sym, pid, fp[i], &mi)) {
+		} else if (mp_symbolizer__mapping(e->sym, t->pid, fp[i], &mi)) {
 			return false;
 		}
+		t->fp_ok[slot] = key;
 	}
 	return true;
 }
@@ -795,9 +813,8 @@ static unsigned int stack_select(struct mp_engine *e, struct mp_ptrace *t,
 	if (us)
 		e->sst.with_copy++;
 	if (p->opts.unwind != MP_UNWIND_FP && p->opts.stack_copy_size > 0 && e->unw) {
-		t0 = now_mono_ns();
 		if (!us && p->opts.unwind == MP_UNWIND_AUTO && t->copy_off) {
-			bool ok = fp_trustworthy(e, t->pid, *out, nfp);
+			bool ok = fp_trustworthy(e, t, *out, nfp);
 
 			if (!ok)
 				t->unwind_fallbacks++;	/* no copy asked for: see copy_adapt() */
@@ -807,7 +824,7 @@ static unsigned int stack_select(struct mp_engine *e, struct mp_ptrace *t,
 		} else if (p->opts.unwind == MP_UNWIND_DWARF) {
 			dwarf = true;
 		} else {
-			dwarf = !fp_trustworthy(e, t->pid, *out, nfp);
+			dwarf = !fp_trustworthy(e, t, *out, nfp);
 			copy_adapt(e, t, !dwarf);
 		}
 		if (dwarf) {
@@ -815,6 +832,7 @@ static unsigned int stack_select(struct mp_engine *e, struct mp_ptrace *t,
 			const uint8_t *stack = (const uint8_t *)(us + 1) + us->offset;
 			struct mp_unwinder_stats ust;
 
+			t0 = now_mono_ns();
 			/* one frame more than kept, to know whether it was cut */
 			r = mp_unwinder__unwind(e->unw, t->pid, &regs, stack, us->size, buf,
 						max < MP_MAX_STACK ? max + 1 : max, &n);
@@ -834,8 +852,8 @@ static unsigned int stack_select(struct mp_engine *e, struct mp_ptrace *t,
 				t->unwind_fallbacks++;
 				dwarf = false;
 			}
+			e->sst.unwind_ns += now_mono_ns() - t0;
 		}
-		e->sst.unwind_ns += now_mono_ns() - t0;
 	}
 	if (!dwarf)
 		e->sst.fp_stacks++;
@@ -874,7 +892,7 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 	en = mp_entries__find(e->entries, t->pid, ev->addr);
 	if (en) {
 		/* The allocator handed out a tracked address again: its free was lost. */
-		struct mp_ptrace *owner = en->owner;
+		struct mp_ptrace *owner = mp_entries__owner(e->entries, en);
 
 		collect(owner, time_us, en);
 		owner->stale++;
@@ -914,10 +932,16 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 		e->drops[MP_DROP_WRITE]++;
 		return;
 	}
-	en->id = id;
-	en->words = (ev->size + 7) / 8;
-	en->nsamples = n;
-	en->owner = t;
+	if (mp_entries__set(e->entries, en, t, id, n)) {
+		/* Cannot be tracked (a multiplicity or id beyond the entry's fields, too many
+		 * traces of one pid): collected at once rather than shown live forever. */
+		if (memprof_writer__collect(t->w, time_us, id) < 0)
+			t->write_errors++;
+		mp_entries__remove(e->entries, en);
+		t->table_full++;
+		e->drops[MP_DROP_TABLE_FULL]++;
+		return;
+	}
 	t->samples++;
 	t->nsamples += n;
 	t->live_nsamples += n;
@@ -944,9 +968,32 @@ static void on_free(struct mp_engine *e, const struct mp_free_event *ev)
 			t->unmatched++;
 		return;
 	}
-	t = en->owner;
+	t = mp_entries__owner(e->entries, en);
 	collect(t, mp_ktime_to_epoch_us(ev->h.time_ns), en);
 	mp_entries__remove(e->entries, en);
+}
+
+/*
+ * libmemprof-preload frees, by block id (the key its alloc records were entered under). Ids
+ * the engine does not track (sampled under an older generation, inherited across fork) are
+ * not ours, not a loss.
+ */
+static void on_free_batch(struct mp_engine *e, const struct mp_free_batch_event *ev, size_t size)
+{
+	uint32_t n = ev->count;
+	uint64_t time_us;
+
+	if (n > MP_FREE_BATCH_MAX || size < offsetof(struct mp_free_batch_event, ids) + 8 * n)
+		return;
+	time_us = mp_ktime_to_epoch_us(ev->h.time_ns);
+	for (uint32_t i = 0; i < n; i++) {
+		struct mp_entry *en = mp_entries__find(e->entries, (pid_t)ev->h.pid, ev->ids[i]);
+
+		if (!en)
+			continue;
+		collect(mp_entries__owner(e->entries, en), time_us, en);
+		mp_entries__remove(e->entries, en);
+	}
 }
 
 static void on_fork(struct mp_engine *e, const struct mp_proc_event *ev)
@@ -980,24 +1027,31 @@ static void on_fork(struct mp_engine *e, const struct mp_proc_event *ev)
 	}
 }
 
+struct exec_collect_ctx {
+	struct mp_engine *e;
+	uint64_t time_us;
+};
+
 static void exec_collect_cb(void *ctx, struct mp_entry *en)
 {
-	struct mp_ptrace *t = en->owner;
-	uint64_t *time_us = ctx;
+	struct exec_collect_ctx *c = ctx;
+	struct mp_ptrace *t = mp_entries__owner(c->e->entries, en);
 
-	collect(t, *time_us, en);
+	if (!t)
+		return;
+	collect(t, c->time_us, en);
 	t->exec_collects++;
 }
 
 static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 {
 	pid_t pid = (pid_t)ev->h.pid;
-	uint64_t time_us = mp_ktime_to_epoch_us(ev->h.time_ns);
+	struct exec_collect_ctx c = { .e = e, .time_us = mp_ktime_to_epoch_us(ev->h.time_ns) };
 	bool attach = false;
 
 	/* The old image's blocks are gone: collect them ("freed by exec"), in every profile
 	 * that holds some. The trace goes on with the new image. */
-	mp_entries__drain(e->entries, pid, NULL, exec_collect_cb, &time_us);
+	mp_entries__drain(e->entries, pid, NULL, exec_collect_cb, &c);
 	if (e->sym) {
 		struct mp_mapping_info mi;
 
@@ -1009,6 +1063,8 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		struct mp_ptrace *t = trace_find(p, pid);
 
+		if (t)	/* another image: other code at those addresses */
+			memset(t->fp_ok, 0, sizeof(t->fp_ok));
 		if (t && !t->completed && p->state == MP_PROFILE_SAMPLING)
 			attach = true;
 	}
@@ -1079,7 +1135,8 @@ static int on_event(void *ctx, const void *data, size_t size)
 			const struct mp_alloc_event *ev = data;
 
 			const struct mp_ustack *us = NULL;
-			uint64_t t0 = now_mono_ns();
+			/* clock reads cost as much as the rest of an event: time one in 16 */
+			uint64_t t0 = e->sst.events & 15 ? 0 : now_mono_ns();
 
 			/* a user-stack copy follows the full-size record (bpf/memprof.h) */
 			if (size >= sizeof(*ev) + sizeof(*us)) {
@@ -1096,13 +1153,18 @@ static int on_event(void *ctx, const void *data, size_t size)
 								 ev->nframes : MP_MAX_STACK)) {
 				on_alloc(e, ev, us);
 				e->sst.events++;
-				e->sst.event_ns += now_mono_ns() - t0;
+				if (t0)
+					e->sst.event_ns += 16 * (now_mono_ns() - t0);
 			}
 		}
 		break;
 	case MP_EV_FREE:
 		if (size >= sizeof(struct mp_free_event))
 			on_free(e, data);
+		break;
+	case MP_EV_FREE_BATCH:
+		if (size >= offsetof(struct mp_free_batch_event, ids))
+			on_free_batch(e, data, size);
 		break;
 	case MP_EV_FORK:
 		if (size >= sizeof(struct mp_proc_event))

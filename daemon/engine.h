@@ -194,11 +194,13 @@ int mp_engine__drops(const struct mp_engine *e, uint64_t *out, size_t n);
 struct mp_engine_stack_stats {
 	uint64_t events;		/* alloc events turned into trace allocations */
 	uint64_t event_ns;		/* time spent on them (CLOCK_MONOTONIC): unwinding,
-					 * symbolization, trace writing */
+					 * symbolization, trace writing; estimated from every
+					 * 16th event (x 16) */
 	uint64_t with_copy;		/* events that carried a user-stack copy */
 	uint64_t fp_stacks;		/* backtraces taken from the frame-pointer walk */
 	uint64_t dwarf_stacks;		/* backtraces unwound with DWARF */
-	uint64_t unwind_ns;		/* time spent in DWARF unwinding (and AUTO's judgement) */
+	uint64_t unwind_ns;		/* time spent in DWARF unwinding (AUTO's judgement of the
+					 * frame-pointer walk, cached per address, not included) */
 	uint64_t window_cut;		/* DWARF unwinds cut where the stack copy ended */
 	uint64_t max_stack_used;	/* most stack bytes above sp a DWARF unwind read */
 };

@@ -4,9 +4,12 @@
  *
  *   leak COUNT [SIZE]
  *
- * Prints "ready" and waits for a line on stdin; then mallocs COUNT blocks of SIZE bytes
- * (default 64), keeps them all live, prints "leaked COUNT" and waits for end of file on stdin
- * before it exits (still without freeing), so the caller can measure while the blocks are live.
+ * Prints "ready" and waits for a line on stdin. Warm-up: mallocs and frees COUNT blocks of SIZE
+ * bytes (default 64) one at a time, so that a profiler's fixed costs (ring-buffer pages, trace
+ * buffers, caches, the call stack) are paid with no block left live; prints "warm" and waits for
+ * a line. Then mallocs COUNT blocks of SIZE bytes from the same call site, keeps them all live,
+ * prints "leaked COUNT" and waits for end of file on stdin before it exits (still without
+ * freeing), so the caller can measure what the live blocks cost it alone.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +17,17 @@
 #include <string.h>
 
 static void *volatile sink;
+
+/* one call site (one call stack) for every block, warm-up included */
+static __attribute__((noinline)) void *block(unsigned long size)
+{
+	void *p = malloc(size);
+
+	if (p)
+		memset(p, 0x5a, 8);
+	sink = p;
+	return p;
+}
 
 int main(int argc, char **argv)
 {
@@ -48,14 +62,18 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		return 1;
+	for (unsigned long i = 0; i < count; i++)
+		free(block(size));
+	printf("warm\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		return 1;
 	for (unsigned long i = 0; i < count; i++) {
-		blocks[i] = malloc(size);
+		blocks[i] = block(size);
 		if (!blocks[i]) {
 			fprintf(stderr, "leak: malloc(%lu) failed at block %lu\n", size, i);
 			return 1;
 		}
-		memset(blocks[i], 0x5a, 8);
-		sink = blocks[i];
 	}
 	printf("leaked %lu\n", count);
 	fflush(stdout);

@@ -1,15 +1,17 @@
 #!/bin/bash
 # Smoke check of the benchmark suite (bench/run): one quick round of the mixed-size loop, plain,
-# under the floor loader (empty BPF probes) and under memprofctl record, written to a private
-# results directory. Checks that each ran and that the numbers have the shape they must have
-# (the probes cost something; the floor's probes fired on every malloc and free).
+# under the floor loader (empty BPF probes: perf-event entry + return, and uprobe session links
+# where the kernel has them) and under memprofctl record, written to a private results
+# directory. Checks that each ran and that the numbers have the shape they must have (the probes
+# cost something; the floors' probes fired on every malloc and free; memprof is compared with
+# the floor of its own mechanism).
 set -u
 [ "$(id -u)" -eq 0 ] || { echo "needs root for BPF"; exit 77; }
 for b in bench/allocbench bench/floor bin/memprofctl; do
 	[ -x "$MP_BUILD/$b" ] || { echo "FAIL: bench-quick: $MP_BUILD/$b is not built"; exit 1; }
 done
 out=$MP_TMP/results
-/usr/bin/python3 "$MP_SRC/bench/run" --quick --pairs 1 --only mixed --configs floor,memprof \
+/usr/bin/python3 "$MP_SRC/bench/run" --quick --pairs 1 --only mixed --configs floor,floor-session,memprof \
 	--no-daemon --build "$MP_BUILD" --results "$out" >"$MP_TMP/log" 2>&1
 rc=$?
 cat "$MP_TMP/log"
@@ -32,6 +34,17 @@ for c in ("floor", "memprof"):
         print("PASS: bench-quick-%s" % c)
 ok = ok and "memprof_vs_floor" in w
 print(("PASS" if "memprof_vs_floor" in w else "FAIL") + ": bench-quick-vs-floor")
+# sessions: the floor-session row exists, and the target compares with it
+if "floor-session" in w["configs"]:
+    good = (w["configs"]["floor-session"]["ratio_median"] > 2 and
+            w.get("mechanism_floor") == "floor-session" and "memprof_vs_floor_session" in w)
+    print(("PASS" if good else "FAIL") + ": bench-quick-vs-floor-session")
+    ok = ok and good
+else:
+    print("# no floor-session row: %s" % w["skipped"].get("floor-session"))
+    good = w.get("mechanism_floor") == "floor"
+    print(("PASS" if good else "FAIL") + ": bench-quick-mechanism-floor")
+    ok = ok and good
 sys.exit(0 if ok else 1)
 PY
 # The floor's probes fire on every call of the loop: 256 + OPS mallocs (and stdio's buffer),
@@ -44,4 +57,18 @@ else
 	echo "FAIL: bench-floor-hits"
 	echo "$hits"
 	exit 1
+fi
+# floor -s: one session program on every malloc and free (no return half): both counts.
+if "$MP_BUILD/bench/floor" -q -s -- /bin/true 2>/dev/null; then
+	hits=$("$MP_BUILD/bench/floor" -s -c -- "$MP_BUILD/bench/allocbench" 1000 2>&1 >/dev/null)
+	if grep -Eq '^floor: hits_session 251[23]$' <<<"$hits" &&
+	   grep -q '^floor: hits_alloc_return 0$' <<<"$hits"; then
+		echo "PASS: bench-floor-session-hits"
+	else
+		echo "FAIL: bench-floor-session-hits"
+		echo "$hits"
+		exit 1
+	fi
+else
+	echo "# floor -s: no uprobe sessions on this kernel"
 fi

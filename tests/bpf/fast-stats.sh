@@ -62,5 +62,21 @@ ok "deep: exit status 0" [ "$rc" -eq 0 ]
 ok "deep: innermost frames are the workload's (library frames skipped)" \
 	grep -Eq "wl_deep_a wl_deep_b wl_site_deep$" <("$CHECK" frames "$T/deep.ctf" wl_site_deep)
 
+# The library walks frame pointers in-process; MEMPROF_WALK=0 leaves the walk to BPF
+# (bpf_get_stack from the probe). Both give the same stacks, on the main thread's stack and on
+# threads' stacks.
+MEMPROF_WALK=0 record fast-deep-bpfwalk --preload -r 1 -o "$T/deep-bpfwalk.ctf" -- \
+	"$WL/wl_alloc" deep
+ok "deep, walked by BPF: exit status 0" [ "$rc" -eq 0 ]
+ok "deep: the library's walk and BPF's give the same frames" \
+	cmp -s <("$CHECK" frames "$T/deep.ctf" wl_site_deep) \
+	<("$CHECK" frames "$T/deep-bpfwalk.ctf" wl_site_deep)
+MEMPROF_WALK=0 record fast-threads-bpfwalk --preload -r 1e-3 --seed 7 \
+	-o "$T/threads-bpfwalk.ctf" -- "$WL/wl_alloc" threads 4 20000 500
+ok "threads, walked by BPF: exit status 0" [ "$rc" -eq 0 ]
+frames_thread() { "$CHECK" frames "$1" wl_site_thread; }
+ok "threads: the library's and BPF's walks agree ($(frames_thread "$T/threads.ctf"))" \
+	cmp -s <(frames_thread "$T/threads.ctf") <(frames_thread "$T/threads-bpfwalk.ctf")
+
 "$CHECK" strict "$T"/*.ctf
 exit 0

@@ -6,10 +6,12 @@
  *	usdt_check [--no-attach] LIB WORKLOAD
  *
  * Starts WORKLOAD (tests/workloads/pl_usdt.c) with LD_PRELOAD=LIB and MEMPROF_RATE=0.01,
- * waits until it runs, attaches memprof:alloc and memprof:free to it with
+ * waits until it runs, attaches memprof:alloc, memprof:free and memprof:free_batch to it with
  * bpf_program__attach_usdt() (which sets the semaphore's ref_ctr_offset, so the kernel
- * arms the library), lets it allocate, and compares the events with the library's own
- * counters. With --no-attach the library must stay disarmed: no hook runs, nothing arrives.
+ * arms the library), lets it allocate and free, and compares the events with the library's
+ * own counters: every free is reported by id (most of them batched, the last ones by the
+ * library's destructor at exit). With --no-attach the library must stay disarmed: no hook
+ * runs, nothing arrives.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,18 +59,11 @@ static int on_event(void *ctx, void *data, size_t len)
 	return 0;
 }
 
-static int cmp_addr(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv)
 {
 	bool attach = true;
 	struct usdt_check_bpf *skel = NULL;
-	struct bpf_link *links[2] = { NULL, NULL };
+	struct bpf_link *links[3] = { NULL, NULL, NULL };
 	struct ring_buffer *rb = NULL;
 	int go[2], rep[2], ep = -1, status;
 	char stats[256] = "";
@@ -120,9 +115,11 @@ int main(int argc, char **argv)
 	if (attach) {
 		links[0] = bpf_program__attach_usdt(skel->progs.on_alloc, pid, lib, "memprof",
 						    "alloc", NULL);
-		links[1] = bpf_program__attach_usdt(skel->progs.on_free, pid, lib, "memprof", "free",
-						    NULL);
-		if (!links[0] || !links[1]) {
+		links[1] = bpf_program__attach_usdt(skel->progs.on_free, pid, lib, "memprof",
+						    "free", NULL);
+		links[2] = bpf_program__attach_usdt(skel->progs.on_free_batch, pid, lib, "memprof",
+						    "free_batch", NULL);
+		if (!links[0] || !links[1] || !links[2]) {
 			fprintf(stderr, "Failed to attach to the USDT probes of '%s': %s\n", lib,
 				strerror(errno));
 			kill(pid, SIGKILL);
@@ -163,14 +160,18 @@ int main(int argc, char **argv)
 	waitpid(pid, &status, 0);
 	ring_buffer__consume(rb);
 
-	unsigned long hooks = 0, fhooks = 0, samples = 0, armings = 0, live = 0;
+	unsigned long hooks = 0, fhooks = 0, samples = 0, armings = 0, live = 0, queued = 0;
+	unsigned long unwalked = 0;
 
 	result(WIFEXITED(status) && WEXITSTATUS(status) == 0, "workload exited 0");
-	result(sscanf(stats, "%lu %lu %lu %lu %lu", &hooks, &fhooks, &samples, &armings,
-		      &live) == 5, "workload reported its counters (%s)", stats);
+	result(sscanf(stats, "%lu %lu %lu %lu %lu %lu %lu", &hooks, &fhooks, &samples, &armings,
+		      &live, &queued, &unwalked) == 7,
+	       "workload reported its counters (%s)", stats);
 
-	size_t nalloc = 0, nfree = 0, badsize = 0, unmatched = 0, other_pid = 0;
-	uint64_t nsum = 0, *live_addrs = calloc(nevents + 1, sizeof(uint64_t));
+	size_t nalloc = 0, nfree = 0, nbatched = 0, badsize = 0, unmatched = 0, other_pid = 0;
+	size_t badid = 0, unwalked_ev = 0;
+	uint64_t nsum = 0, last_id = 0;
+	struct uc_event **live_ev = calloc(nevents + 1, sizeof(*live_ev));
 	size_t nlive = 0;
 
 	for (size_t i = 0; i < nevents; i++) {
@@ -180,24 +181,30 @@ int main(int argc, char **argv)
 		if (e->type == UC_ALLOC) {
 			nalloc++;
 			nsum += e->nsamples;
-			if ((e->size != 3000 && e->size != 50000) || e->kind != MEMPROF_PRELOAD_MALLOC ||
-			    e->nsamples < 1 || e->gen != 0)
+			if ((e->size != 3000 && e->size != 50000) ||
+			    e->kind != MEMPROF_PRELOAD_MALLOC || e->nsamples < 1 || e->gen != 0)
 				badsize++;
-			live_addrs[nlive++] = e->addr;
+			/* one thread: ids come in order, each new */
+			badid += e->id <= last_id;
+			last_id = e->id;
+			unwalked_ev += e->nframes < 0;
+			live_ev[nlive++] = e;
 		} else {
 			bool found = false;
 
 			nfree++;
+			nbatched += e->type == UC_BATCHED;
 			for (size_t j = nlive; j-- > 0;)
-				if (live_addrs[j] == e->addr) {
-					live_addrs[j] = live_addrs[--nlive];
-					found = true;
+				if (live_ev[j]->id == e->id) {
+					found = e->type == UC_BATCHED ||
+						(e->addr == live_ev[j]->addr &&
+						 e->kind == MEMPROF_PRELOAD_FREE);
+					live_ev[j] = live_ev[--nlive];
 					break;
 				}
-			unmatched += !found || e->kind != MEMPROF_PRELOAD_FREE;
+			unmatched += !found;
 		}
 	}
-	qsort(live_addrs, nlive, sizeof(*live_addrs), cmp_addr);
 
 	if (attach) {
 		result(armings >= 1, "the attach armed the library through the semaphore "
@@ -205,27 +212,35 @@ int main(int argc, char **argv)
 		result(nalloc > 100, "alloc events arrived (%zu)", nalloc);
 		result(nalloc == hooks, "one event per alloc hook (%zu events, %lu hooks)", nalloc,
 		       hooks);
-		result(nfree == fhooks, "one event per free hook (%zu events, %lu hooks)", nfree,
-		       fhooks);
+		result(badid == 0, "ids are unique and increasing (%zu bad)", badid);
+		result(nfree == fhooks + queued,
+		       "every free of a sampled block reported once, by id (%zu events, %lu at "
+		       "once + %lu queued)", nfree, fhooks, queued);
+		result(nbatched == queued && nbatched > 1000,
+		       "frees go out in batches (%zu batched, %lu queued)", nbatched, queued);
 		result(nsum == samples, "nsamples as drawn in-process (%" PRIu64 " vs %lu)", nsum,
 		       samples);
 		result(badsize == 0, "sizes, kinds and nsamples are the workload's (%zu bad)",
 		       badsize);
 		result(unmatched == 0, "every free event names a sampled block (%zu unmatched)",
 		       unmatched);
-		result(nlive == live, "blocks left live match the library's count (%zu vs %lu)",
-		       nlive, live);
+		result(nlive == live, "blocks left live match the library's count, pending frees "
+		       "flushed at exit (%zu vs %lu)", nlive, live);
+		result(unwalked_ev == 0 && unwalked == 0,
+		       "the library walked every stack itself (%zu, %lu not walked)", unwalked_ev,
+		       unwalked);
 		result(other_pid == 0, "only the target process reports");
-		result(skel->bss->drops == 0, "no ring buffer drops");
+		result(skel->bss->drops == 0 && skel->bss->read_errors == 0,
+		       "no ring buffer drops, no read errors");
 	} else {
 		result(armings == 0, "without a probe the library never arms");
 		result(hooks == 0 && fhooks == 0, "without a probe no hook runs (%lu, %lu)", hooks,
 		       fhooks);
 		result(nevents == 0, "without a probe nothing arrives (%zu)", nevents);
 	}
-	free(live_addrs);
-	bpf_link__destroy(links[0]);
-	bpf_link__destroy(links[1]);
+	free(live_ev);
+	for (int i = 0; i < 3; i++)
+		bpf_link__destroy(links[i]);
 	ring_buffer__free(rb);
 	usdt_check_bpf__destroy(skel);
 	free(events);

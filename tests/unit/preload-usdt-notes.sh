@@ -1,6 +1,6 @@
 #!/bin/bash
-# libmemprof-preload's USDT probes: memprof:alloc and memprof:free notes with their
-# semaphores in .probes, argument specs as the ABI says, and each probe site a 5-byte nop
+# libmemprof-preload's USDT probes: memprof:alloc, memprof:free and memprof:free_batch notes
+# with their semaphores in .probes, argument specs as the ABI says, and each probe site a 5-byte nop
 # (0f 1f 44 00 00) so that Linux 6.18 optimises the uprobe; the config block is exported;
 # malloc's and free's unsampled paths stay a handful of instructions ending in a tail jump to
 # the next allocator (glibc's, or the program's own: one memory-indirect jmp through the
@@ -9,7 +9,8 @@
 . "$(dirname "$0")/preload.inc"
 
 notes=$(readelf -n "$PL_LIB")
-for probe in "alloc:8@.* 8@.* 8@.* 4@.* 4@.*" "free:8@.* 4@.*"; do
+# x86-64: the arguments sit in the calling convention's registers (memprofd reads them there)
+for probe in "alloc:8@%rdi" "free:8@%rdi 8@%rsi 4@%edx" "free_batch:8@%rdi 4@%esi"; do
 	name=${probe%%:*} args=${probe#*:}
 	block=$(echo "$notes" | grep -A2 "Name: $name\$")
 	check "usdt: memprof:$name note present" grep -q "Provider: memprof" <<<"$(echo "$notes" |

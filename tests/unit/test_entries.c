@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /* Entry tables: process -> thread -> entries, address index, orphans, limits, drains. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "daemon/entries.h"
@@ -37,11 +38,8 @@ static struct mp_entry *add(struct mp_entries *t, pid_t pid, pid_t tid, uint64_t
 {
 	struct mp_entry *e = mp_entries__insert(t, pid, tid, addr);
 
-	if (e) {
-		e->owner = owner;
-		e->words = addr & 0xff;
-		e->nsamples = 1;
-	}
+	if (e && mp_entries__set(t, e, owner, addr >> 4, (addr & 0xff) + 1))
+		return NULL;
 	return e;
 }
 
@@ -58,7 +56,7 @@ static void test_cross_thread_free(void)
 	/* thread 102 frees the block thread 101 allocated: the process index finds it */
 	e = mp_entries__find(t, 100, 0x1000);
 	if (ASSERT_TRUE(e != NULL, "find from any thread")) {
-		ASSERT_EQ(e->tid, 101, "allocating thread kept");
+		ASSERT_EQ(mp_entries__tid(t, e), 101, "allocating thread kept");
 		mp_entries__remove(t, e);
 	}
 	ASSERT_TRUE(!mp_entries__find(t, 100, 0x1000), "gone after removal");
@@ -83,7 +81,7 @@ static void test_thread_exit_orphans(void)
 	ASSERT_EQ(mp_entries__count(t, 7), 51, "nothing lost");
 	e = mp_entries__find(t, 7, 0x10000 + 16 * 3);
 	if (ASSERT_TRUE(e != NULL, "orphan still found by address")) {
-		ASSERT_EQ(e->tid, 0, "orphan has no thread");
+		ASSERT_EQ(mp_entries__tid(t, e), 0, "orphan has no thread");
 		mp_entries__remove(t, e);
 	}
 	ASSERT_EQ(mp_entries__orphans(t, 7), 49, "orphan freed");
@@ -118,7 +116,7 @@ static void count_cb(void *ctx, struct mp_entry *e)
 {
 	uint64_t *sum = ctx;
 
-	*sum += e->words;
+	*sum += e->nsamples;
 }
 
 static void test_drain_by_owner(void)
@@ -144,6 +142,240 @@ static void test_drain_by_owner(void)
 	mp_entries__free(t);
 }
 
+/* ---- the table against a plain model, under random operations ---- */
+
+struct model_entry {
+	pid_t pid, tid;		/* tid 0: orphaned */
+	uint64_t key, id, nsamples;
+	int owner;
+	bool live;
+};
+
+#define MODEL_MAX	6000
+
+static uint64_t rnd_state = 0x243f6a8885a308d3ull;
+
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+static struct model_entry *model_find(struct model_entry *m, size_t n, pid_t pid, uint64_t key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (m[i].live && m[i].pid == pid && m[i].key == key)
+			return &m[i];
+	return NULL;
+}
+
+static int owners[4];
+
+static void test_model(void)
+{
+	struct mp_entries_opts o = {};
+	struct mp_entries *t = mp_entries__new(&o);
+	struct model_entry *m = calloc(MODEL_MAX, sizeof(*m));
+	size_t n = 0, bad = 0;
+
+	for (int step = 0; step < 200000 && !bad; step++) {
+		pid_t pid = 10 + (pid_t)(rnd() % 3), tid = pid * 100 + (pid_t)(rnd() % 6);
+		/* keys: sequential ids, 16-aligned addresses, arbitrary values, 0 */
+		uint64_t key, r = rnd() % 100;
+
+		switch (rnd() % 4) {
+		case 0: key = rnd() % 3000; break;
+		case 1: key = 0x7f0000000000ull + 16 * (rnd() % 3000); break;
+		case 2: key = rnd() | (1ull << 63); break;
+		default: key = 0; break;
+		}
+		if (r < 55) {
+			struct model_entry *me = model_find(m, n, pid, key);
+			struct mp_entry *e;
+
+			if (me || n == MODEL_MAX)
+				continue;
+			e = mp_entries__insert(t, pid, tid, key);
+			if (!e) {
+				bad++;
+				break;
+			}
+			me = &m[n++];
+			*me = (struct model_entry){ .pid = pid, .tid = tid, .key = key,
+						    .id = rnd() >> 10, .nsamples = rnd() >> 20,
+						    .owner = (int)(rnd() % 4), .live = true };
+			if (mp_entries__set(t, e, &owners[me->owner], me->id, me->nsamples))
+				bad++;
+		} else if (r < 90) {
+			/* free: a known key most of the time */
+			struct model_entry *me = n ? &m[rnd() % n] : NULL;
+			struct mp_entry *e;
+
+			if (me && me->live) {
+				pid = me->pid;
+				key = me->key;
+			}
+			me = model_find(m, n, pid, key);
+			e = mp_entries__find(t, pid, key);
+			if (!me != !e) {
+				bad++;
+				break;
+			}
+			if (!e)
+				continue;
+			if (e->key != key || e->id != me->id || e->nsamples != me->nsamples ||
+			    mp_entries__owner(t, e) != &owners[me->owner] ||
+			    mp_entries__tid(t, e) != me->tid) {
+				bad++;
+				break;
+			}
+			mp_entries__remove(t, e);
+			me->live = false;
+		} else if (r < 96) {
+			size_t k = 0;
+
+			for (size_t i = 0; i < n; i++)
+				if (m[i].live && m[i].pid == pid && m[i].tid == tid) {
+					m[i].tid = 0;
+					k++;
+				}
+			if (mp_entries__thread_exit(t, pid, tid) != k)
+				bad++;
+		} else {
+			int ow = (int)(rnd() % 4);
+			size_t k = 0;
+
+			for (size_t i = 0; i < n; i++)
+				if (m[i].live && m[i].pid == pid && m[i].owner == ow) {
+					m[i].live = false;
+					k++;
+				}
+			if (mp_entries__drain(t, pid, &owners[ow], NULL, NULL) != k)
+				bad++;
+		}
+		/* compact the model now and then */
+		if (n == MODEL_MAX) {
+			size_t j = 0;
+
+			for (size_t i = 0; i < n; i++)
+				if (m[i].live)
+					m[j++] = m[i];
+			n = j;
+		}
+		if (step % 997 == 0) {
+			for (pid_t q = 10; q < 13; q++) {
+				size_t cnt = 0, orph = 0, nth = 0;
+				pid_t seen[6] = { 0 };
+
+				for (size_t i = 0; i < n; i++) {
+					if (!m[i].live || m[i].pid != q)
+						continue;
+					cnt++;
+					if (!m[i].tid) {
+						orph++;
+					} else if (!seen[m[i].tid % 100]) {
+						seen[m[i].tid % 100] = 1;
+						nth++;
+					}
+				}
+				if (mp_entries__count(t, q) != cnt || mp_entries__orphans(t, q) != orph ||
+				    mp_entries__threads(t, q) != nth)
+					bad++;
+			}
+		}
+	}
+	ASSERT_EQ(bad, 0, "table agrees with the model over 200000 random operations");
+	mp_entries__free(t);
+	free(m);
+}
+
+/* A process whose threads all exit with blocks live: indexes are recycled, nothing lost. */
+static void test_many_threads(void)
+{
+	struct mp_entries_opts o = {};
+	struct mp_entries *t = mp_entries__new(&o);
+	size_t exited = 0;
+
+	for (pid_t tid = 1000; tid < 1000 + 70000; tid++) {
+		if (!mp_entries__insert(t, 1, tid, (uint64_t)tid * 16))
+			break;
+		exited += mp_entries__thread_exit(t, 1, tid);
+	}
+	ASSERT_EQ(exited, 70000, "every thread handed over its block");
+	ASSERT_EQ(mp_entries__orphans(t, 1), 70000, "all orphans");
+	ASSERT_EQ(mp_entries__threads(t, 1), 0, "no thread left");
+	ASSERT_EQ(mp_entries__drops(t, MP_EDROP_THREADS_FULL), 0, "exited threads' indexes reused");
+	ASSERT_TRUE(mp_entries__insert(t, 1, 5, 1) != NULL, "a new thread after that");
+	ASSERT_EQ(mp_entries__threads(t, 1), 1, "it has its own entries");
+	ASSERT_EQ(mp_entries__drain(t, 1, NULL, NULL, NULL), 70001, "drain");
+	ASSERT_EQ(mp_entries__total(t), 0, "empty");
+	mp_entries__free(t);
+}
+
+static void test_overflow_and_owners(void)
+{
+	struct mp_entries_opts o = {};
+	struct mp_entries *t = mp_entries__new(&o);
+	static int many[MP_ENTRY_MAX_OWNERS + 1];
+	struct mp_entry *e = mp_entries__insert(t, 1, 1, 42);
+	int r;
+
+	if (!ASSERT_TRUE(e != NULL, "insert"))
+		return;
+	ASSERT_EQ(mp_entries__set(t, e, &many[0], 1ull << MP_ENTRY_ID_BITS, 1), -EOVERFLOW,
+		  "id too large");
+	ASSERT_EQ(mp_entries__set(t, e, &many[0], 1, 1ull << MP_ENTRY_NSAMPLES_BITS),
+		  -EOVERFLOW, "multiplicity too large");
+	ASSERT_EQ(mp_entries__drops(t, MP_EDROP_OVERFLOW), 2, "counted");
+	ASSERT_OK(mp_entries__set(t, e, &many[0], (1ull << MP_ENTRY_ID_BITS) - 1,
+				  (1ull << MP_ENTRY_NSAMPLES_BITS) - 1), "largest values");
+	e = mp_entries__find(t, 1, 42);
+	ASSERT_TRUE(e && e->id == (1ull << MP_ENTRY_ID_BITS) - 1 &&
+		    e->nsamples == (1ull << MP_ENTRY_NSAMPLES_BITS) - 1, "kept whole");
+	for (int i = 1; i < MP_ENTRY_MAX_OWNERS; i++) {
+		e = mp_entries__insert(t, 1, 1, 100 + (uint64_t)i);
+		if (!e || mp_entries__set(t, e, &many[i], 0, 1))
+			break;
+	}
+	e = mp_entries__insert(t, 1, 1, 7);
+	r = e ? mp_entries__set(t, e, &many[MP_ENTRY_MAX_OWNERS], 0, 1) : -1;
+	ASSERT_EQ(r, -ENOSPC, "one owner too many");
+	ASSERT_EQ(mp_entries__drops(t, MP_EDROP_OWNERS_FULL), 1, "counted");
+	ASSERT_TRUE(mp_entries__owner(t, e) == NULL, "left without owner");
+	ASSERT_EQ(mp_entries__drain(t, 1, &many[5], NULL, NULL), 1, "drain one owner");
+	ASSERT_OK(mp_entries__set(t, e, &many[MP_ENTRY_MAX_OWNERS], 0, 1), "its index is free");
+	ASSERT_TRUE(mp_entries__owner(t, e) == &many[MP_ENTRY_MAX_OWNERS], "owner set");
+	mp_entries__free(t);
+}
+
+/* What a tracked block costs: one slot at a bounded load factor. */
+static void test_bytes_per_entry(void)
+{
+	struct mp_entries_opts o = {};
+	struct mp_entries *t = mp_entries__new(&o);
+	size_t base = mp_entries__bytes(t), worst = 0;
+	int owner;
+
+	ASSERT_EQ(sizeof(struct mp_entry), 24, "a slot is 24 bytes");
+	for (uint64_t i = 1; i <= 300000; i++) {
+		struct mp_entry *e = mp_entries__insert(t, 1, 1 + (pid_t)(i % 4), i * 48);
+
+		if (!e || mp_entries__set(t, e, &owner, i, 1))
+			break;
+		if (i >= 1000 && i % 1000 == 0) {
+			size_t per = (mp_entries__bytes(t) - base) / i;
+
+			worst = per > worst ? per : worst;
+		}
+	}
+	ASSERT_EQ(mp_entries__total(t), 300000, "all tracked");
+	ASSERT_TRUE(worst <= 49, "at most 48 bytes per entry at any fill (and a little)");
+	ASSERT_EQ(mp_entries__drain(t, 1, &owner, NULL, NULL), 300000, "drained");
+	mp_entries__free(t);
+}
+
 int main(void)
 {
 	RUN(test_htab);
@@ -151,5 +383,9 @@ int main(void)
 	RUN(test_thread_exit_orphans);
 	RUN(test_limits_counted);
 	RUN(test_drain_by_owner);
+	RUN(test_model);
+	RUN(test_many_threads);
+	RUN(test_overflow_and_owners);
+	RUN(test_bytes_per_entry);
 	return test_exit();
 }

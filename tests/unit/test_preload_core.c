@@ -105,18 +105,22 @@ static struct pl_table table;
 static void test_table_basic(void)
 {
 	uintptr_t a = 0x7f0000001000, b = 0x7f0000002010;
+	uint64_t id = 0;
 
 	ASSERT_TRUE(!pl_table_maybe(&table, (void *)a), "empty filter");
-	ASSERT_EQ(pl_table_insert(&table, a), PL_INSERTED, "insert a");
-	ASSERT_EQ(pl_table_insert(&table, a), PL_ALREADY, "insert a again");
+	ASSERT_EQ(pl_table_insert(&table, a, 41), PL_INSERTED, "insert a");
+	ASSERT_EQ(pl_table_insert(&table, a, 42), PL_ALREADY, "insert a again");
 	ASSERT_TRUE(pl_table_maybe(&table, (void *)a), "filter after insert");
 	ASSERT_TRUE(pl_table_contains(&table, a), "contains a");
 	ASSERT_TRUE(!pl_table_contains(&table, b), "not b");
-	ASSERT_TRUE(!pl_table_remove(&table, b), "remove absent");
-	ASSERT_TRUE(pl_table_remove(&table, a), "remove a");
-	ASSERT_TRUE(!pl_table_remove(&table, a), "remove a twice");
+	ASSERT_TRUE(!pl_table_remove(&table, b, &id), "remove absent");
+	ASSERT_TRUE(pl_table_remove(&table, a, &id), "remove a");
+	ASSERT_EQ(id, 41, "the id stored with a comes back with its removal");
+	ASSERT_TRUE(!pl_table_remove(&table, a, &id), "remove a twice");
+	ASSERT_EQ(pl_table_insert(&table, a, 43), PL_INSERTED, "a reused");
+	ASSERT_TRUE(pl_table_remove(&table, a, &id) && id == 43, "the reused block's own id");
 	ASSERT_TRUE(!pl_table_maybe(&table, (void *)a), "filter cleared");
-	ASSERT_TRUE(!pl_table_remove(&table, 0), "NULL is never sampled");
+	ASSERT_TRUE(!pl_table_remove(&table, 0, &id), "NULL is never sampled");
 }
 
 static void test_table_full_bucket(void)
@@ -124,10 +128,12 @@ static void test_table_full_bucket(void)
 	/* Many addresses: until both candidate buckets of some address fill, inserts succeed. */
 	uintptr_t base = 0x100000000000;
 	int inserted = 0, full = 0;
-	const int N = 1 << 19;	/* load 1.0 of 2^19 slots: some must overflow */
+	uint64_t id;
+	const int N = PL_BUCKET_SLOTS << PL_TABLE_BUCKET_BITS;	/* load 1.0: some must overflow */
 
 	for (int i = 0; i < N; i++) {
-		enum pl_insert_result res = pl_table_insert(&table, base + (uintptr_t)i * 16);
+		enum pl_insert_result res = pl_table_insert(&table, base + (uintptr_t)i * 16,
+							    (uint64_t)i);
 
 		inserted += res == PL_INSERTED;
 		full += res == PL_FULL;
@@ -135,12 +141,12 @@ static void test_table_full_bucket(void)
 	ASSERT_TRUE(inserted > N / 2, "at least half the slots usable");
 	ASSERT_TRUE(full > 0, "overflow reported as PL_FULL");
 	for (int i = 0; i < N; i++)
-		pl_table_remove(&table, base + (uintptr_t)i * 16);
+		pl_table_remove(&table, base + (uintptr_t)i * 16, &id);
 	for (int i = 0; i < N; i += 4099)
 		ASSERT_TRUE(!pl_table_contains(&table, base + (uintptr_t)i * 16), "emptied");
 	/* Saturated filter counters stay set (sticky), everything else is back to 0. */
-	ASSERT_EQ(pl_table_insert(&table, base), PL_INSERTED, "reusable after removal");
-	ASSERT_TRUE(pl_table_remove(&table, base), "removed again");
+	ASSERT_EQ(pl_table_insert(&table, base, 7), PL_INSERTED, "reusable after removal");
+	ASSERT_TRUE(pl_table_remove(&table, base, &id) && id == 7, "removed again");
 }
 
 /* Threads insert addresses and hand them to the next thread, which removes them. */
@@ -161,7 +167,7 @@ static void *table_worker(void *arg)
 			uintptr_t a = ((uintptr_t)(id + 1) << 40) | ((uintptr_t)round << 20) |
 				      ((uintptr_t)i << 4);
 
-			if (pl_table_insert(&table, a) != PL_INSERTED)
+			if (pl_table_insert(&table, a, a ^ 0x5555) != PL_INSERTED)
 				errors[id]++;
 			handoff[id][i] = a;
 		}
@@ -169,10 +175,14 @@ static void *table_worker(void *arg)
 		/* remove what the previous thread inserted (cross-thread frees) */
 		int prev = (id + T_THREADS - 1) % T_THREADS;
 
-		for (int i = 0; i < T_BATCH; i++)
+		for (int i = 0; i < T_BATCH; i++) {
+			uint64_t bid = 0;
+
 			if (!pl_table_maybe(&table, (void *)handoff[prev][i]) ||
-			    !pl_table_remove(&table, handoff[prev][i]))
+			    !pl_table_remove(&table, handoff[prev][i], &bid) ||
+			    bid != (handoff[prev][i] ^ 0x5555))
 				errors[id]++;
+		}
 		pthread_barrier_wait(&barrier);
 	}
 	return NULL;

@@ -4,7 +4,7 @@
  * Writes 'R' on fd 4 once started (the library is mapped), waits for a byte on fd 3 (the
  * loader attached its probes, or not), then mallocs COUNT blocks of 3000 and of 50000 bytes,
  * frees 9 of 10, and writes the library's counters on fd 4:
- *	alloc_hooks free_hooks samples armings live
+ *	alloc_hooks free_hooks samples armings live frees_queued unwalked
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -41,12 +41,14 @@ int main(void)
 			free(blocks[i]);
 	/* snprintf into the stack and write(): dprintf would malloc (and be sampled) */
 	char buf[160];
-	int n = snprintf(buf, sizeof(buf), "%lu %lu %lu %lu %lu",
+	int n = snprintf(buf, sizeof(buf), "%lu %lu %lu %lu %lu %lu %lu",
 		(unsigned long)cfg->stats[MEMPROF_PRELOAD_STAT_ALLOC_HOOKS],
 		(unsigned long)cfg->stats[MEMPROF_PRELOAD_STAT_FREE_HOOKS],
 		(unsigned long)cfg->stats[MEMPROF_PRELOAD_STAT_SAMPLES],
 		(unsigned long)cfg->stats[MEMPROF_PRELOAD_STAT_ARMINGS],
-		(unsigned long)cfg->stats[MEMPROF_PRELOAD_STAT_LIVE]);
+		(unsigned long)cfg->stats[MEMPROF_PRELOAD_STAT_LIVE],
+		(unsigned long)cfg->stats[MEMPROF_PRELOAD_STAT_FREES_QUEUED],
+		(unsigned long)cfg->stats[MEMPROF_PRELOAD_STAT_UNWALKED]);
 
 	return write(4, buf, (size_t)n) == n ? 0 : 1;
 }

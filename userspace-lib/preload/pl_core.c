@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /* PRNG, sampling draws and the sampled-address table of libmemprof-preload (see pl_core.h). */
 #include <math.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "pl_core.h"
 #include "userspace-lib/rng.h"
@@ -77,36 +80,87 @@ static void filter_dec(struct pl_table *t, uintptr_t addr)
 		;
 }
 
-static int bucket_find(uint64_t *b, uintptr_t addr)
+static int bucket_find(struct pl_slot *b, uintptr_t addr)
 {
 	for (int i = 0; i < PL_BUCKET_SLOTS; i++)
-		if (__atomic_load_n(&b[i], __ATOMIC_ACQUIRE) == addr)
+		if (__atomic_load_n(&b[i].addr, __ATOMIC_ACQUIRE) == addr)
 			return i;
 	return -1;
 }
 
-bool pl_table_contains(struct pl_table *t, uintptr_t addr)
+static pl_bucket *table_slots(struct pl_table *t)
 {
-	return addr && (bucket_find(t->slot[bucket1(addr)], addr) >= 0 ||
-			bucket_find(t->slot[bucket2(addr)], addr) >= 0);
+	return __atomic_load_n(&t->slot, __ATOMIC_ACQUIRE);
 }
 
-static bool bucket_claim(uint64_t *b, uintptr_t addr)
+#define PL_TABLE_BYTES	((size_t)sizeof(pl_bucket) << PL_TABLE_BUCKET_BITS)
+#define PL_HUGE		((size_t)2 << 20)
+
+/* The system call, not mmap(): the library interposes mmap. */
+static void *sys_mmap(size_t len)
+{
+	return (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+}
+
+/* Map the buckets, 2 MiB aligned for huge pages; the first thread to get here wins. */
+static pl_bucket *table_map(struct pl_table *t)
+{
+	pl_bucket *expect = NULL;
+	uintptr_t raw, start;
+	char *m = sys_mmap(PL_TABLE_BYTES + PL_HUGE);
+
+	if (m == MAP_FAILED)
+		return NULL;
+	raw = (uintptr_t)m;
+	start = (raw + PL_HUGE - 1) & ~(uintptr_t)(PL_HUGE - 1);
+	if (start > raw)
+		syscall(SYS_munmap, raw, start - raw);
+	if (start + PL_TABLE_BYTES < raw + PL_TABLE_BYTES + PL_HUGE)
+		syscall(SYS_munmap, start + PL_TABLE_BYTES,
+			raw + PL_TABLE_BYTES + PL_HUGE - (start + PL_TABLE_BYTES));
+	syscall(SYS_madvise, start, PL_TABLE_BYTES, MADV_HUGEPAGE);	/* best effort */
+	if (!__atomic_compare_exchange_n(&t->slot, &expect, (pl_bucket *)start, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		syscall(SYS_munmap, start, PL_TABLE_BYTES);
+		return expect;
+	}
+	return (pl_bucket *)start;
+}
+
+bool pl_table_contains(struct pl_table *t, uintptr_t addr)
+{
+	pl_bucket *slot = table_slots(t);
+
+	return addr && slot && (bucket_find(slot[bucket1(addr)], addr) >= 0 ||
+				bucket_find(slot[bucket2(addr)], addr) >= 0);
+}
+
+static bool bucket_claim(struct pl_slot *b, uintptr_t addr, uint64_t id)
 {
 	for (int i = 0; i < PL_BUCKET_SLOTS; i++) {
 		uint64_t expect = 0;
 
-		if (__atomic_load_n(&b[i], __ATOMIC_RELAXED) == 0 &&
-		    __atomic_compare_exchange_n(&b[i], &expect, addr, false, __ATOMIC_RELEASE,
-						__ATOMIC_RELAXED))
+		if (__atomic_load_n(&b[i].addr, __ATOMIC_RELAXED) == 0 &&
+		    __atomic_compare_exchange_n(&b[i].addr, &expect, addr, false, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED)) {
+			/* Published with the block itself: whoever frees it got it from us. */
+			__atomic_store_n(&b[i].id, id, __ATOMIC_RELEASE);
 			return true;
+		}
 	}
 	return false;
 }
 
-enum pl_insert_result pl_table_insert(struct pl_table *t, uintptr_t addr)
+enum pl_insert_result pl_table_insert(struct pl_table *t, uintptr_t addr, uint64_t id)
 {
-	uint64_t *b1 = t->slot[bucket1(addr)], *b2 = t->slot[bucket2(addr)];
+	pl_bucket *slot = table_slots(t);
+	struct pl_slot *b1, *b2;
+
+	if (!slot && !(slot = table_map(t)))
+		return PL_FULL;
+	b1 = slot[bucket1(addr)];
+	b2 = slot[bucket2(addr)];
 
 	/*
 	 * Nobody else can insert or remove @addr now: the allocator just handed it to us. It
@@ -114,27 +168,33 @@ enum pl_insert_result pl_table_insert(struct pl_table *t, uintptr_t addr)
 	 */
 	if (bucket_find(b1, addr) >= 0 || bucket_find(b2, addr) >= 0)
 		return PL_ALREADY;
-	if (!bucket_claim(b1, addr) && !bucket_claim(b2, addr))
+	if (!bucket_claim(b1, addr, id) && !bucket_claim(b2, addr, id))
 		return PL_FULL;
 	filter_inc(t, addr);
 	return PL_INSERTED;
 }
 
-static bool bucket_remove(uint64_t *b, uintptr_t addr)
+static bool bucket_remove(struct pl_slot *b, uintptr_t addr, uint64_t *id)
 {
 	int i = bucket_find(b, addr);
 	uint64_t expect = addr;
 
-	return i >= 0 && __atomic_compare_exchange_n(&b[i], &expect, 0, false, __ATOMIC_ACQ_REL,
-						     __ATOMIC_RELAXED);
+	if (i < 0)
+		return false;
+	/* Read before the slot is released: then another block may take it. */
+	*id = __atomic_load_n(&b[i].id, __ATOMIC_ACQUIRE);
+	return __atomic_compare_exchange_n(&b[i].addr, &expect, 0, false, __ATOMIC_ACQ_REL,
+					   __ATOMIC_RELAXED);
 }
 
-bool pl_table_remove(struct pl_table *t, uintptr_t addr)
+bool pl_table_remove(struct pl_table *t, uintptr_t addr, uint64_t *id)
 {
-	if (!addr)
+	pl_bucket *slot = table_slots(t);
+
+	if (!addr || !slot)
 		return false;
-	if (!bucket_remove(t->slot[bucket1(addr)], addr) &&
-	    !bucket_remove(t->slot[bucket2(addr)], addr))
+	if (!bucket_remove(slot[bucket1(addr)], addr, id) &&
+	    !bucket_remove(slot[bucket2(addr)], addr, id))
 		return false;
 	filter_dec(t, addr);
 	return true;

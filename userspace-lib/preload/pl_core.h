@@ -3,7 +3,8 @@
  * The parts of libmemprof-preload that do not interpose anything: the per-thread PRNG, the
  * geometric/binomial draws of sampling-math.md, and the table of sampled addresses that frees
  * are checked against. Everything here is async-signal-safe (no locks, no allocation) so the
- * interposers can call it from any context. Unit-tested on its own (tests/unit/test_preload_core.c).
+ * interposers can call it from any context. Unit-tested on its own
+ * (tests/unit/test_preload_core.c).
  */
 #ifndef MP_PL_CORE_H
 #define MP_PL_CORE_H
@@ -49,20 +50,31 @@ PL_HIDDEN uint64_t pl_draw_samples(struct pl_rng *r, double log1m, int64_t remai
  *  - filter: 64 Ki saturating 8-bit counters indexed by a hash of the address. A free whose
  *    counter is 0 was certainly not sampled (the only check on the hot free path: one byte
  *    load). 255 is sticky (never decremented) so counts never underflow.
- *  - table: 64 Ki buckets of 8 slots (one cache line each); an address may live in either of
- *    two buckets. Slots hold the address or 0; insert is a CAS 0 -> addr, remove a CAS
- *    addr -> 0, so there are no tombstones and no locks: safe in signal handlers and across
- *    threads. An address is inserted by the thread that allocated it, before the allocator
- *    returns it, so any thread that can free it sees the insert.
- * The arrays live in .bss: untouched pages cost nothing, and while nothing was ever sampled
- * every filter read hits the shared zero page.
+ *  - table: 64 Ki buckets of 4 slots (one cache line each); an address may live in either of
+ *    two buckets. Slots hold the address (or 0) and the block's id; insert is a CAS 0 -> addr
+ *    then a store of the id, remove a read of the id then a CAS addr -> 0, so there are no
+ *    tombstones and no locks: safe in signal handlers and across threads. An address is
+ *    inserted by the thread that allocated it, before the allocator returns it, so any thread
+ *    that can free it sees the insert and its id.
+ * The filter lives in .bss: while nothing was ever sampled every filter read hits the shared
+ * zero page. The table (4 MiB) is mapped at the first insert, with transparent huge pages
+ * where the system allows them: its buckets are hit at random, and in 4 KiB pages the first
+ * touches would cost two page faults each (a read, then the write) for thousands of pages,
+ * more than the rest of the sampled path. If it cannot be mapped, inserts report PL_FULL.
  */
 #define PL_FILTER_BITS		16
 #define PL_TABLE_BUCKET_BITS	16
-#define PL_BUCKET_SLOTS		8
+#define PL_BUCKET_SLOTS		4
+
+struct pl_slot {
+	uint64_t addr;
+	uint64_t id;
+};
+
+typedef struct pl_slot pl_bucket[PL_BUCKET_SLOTS] __attribute__((aligned(64)));
 
 struct pl_table {
-	uint64_t slot[1u << PL_TABLE_BUCKET_BITS][PL_BUCKET_SLOTS] __attribute__((aligned(64)));
+	pl_bucket *slot;	/* 1 << PL_TABLE_BUCKET_BITS buckets, mapped at the first insert */
 	uint8_t filter[1u << PL_FILTER_BITS] __attribute__((aligned(64)));
 };
 
@@ -83,9 +95,10 @@ static inline bool pl_table_maybe(const struct pl_table *t, const void *p)
 	return __atomic_load_n(&t->filter[pl_filter_index((uintptr_t)p)], __ATOMIC_RELAXED) != 0;
 }
 
-PL_HIDDEN enum pl_insert_result pl_table_insert(struct pl_table *t, uintptr_t addr);
-/* True if @addr was in the table (and is now removed). */
-PL_HIDDEN bool pl_table_remove(struct pl_table *t, uintptr_t addr);
+/* Track @addr with its block id @id. */
+PL_HIDDEN enum pl_insert_result pl_table_insert(struct pl_table *t, uintptr_t addr, uint64_t id);
+/* True if @addr was in the table (and is now removed); its id in *@id. */
+PL_HIDDEN bool pl_table_remove(struct pl_table *t, uintptr_t addr, uint64_t *id);
 PL_HIDDEN bool pl_table_contains(struct pl_table *t, uintptr_t addr);
 
 #endif

@@ -26,6 +26,7 @@
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +36,7 @@
 #include <sys/param.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +74,16 @@ _Static_assert(MEMPROF_PRELOAD_STAT__MAX <= MEMPROF_PRELOAD_STAT__SLOTS, "stats 
 _Static_assert(sizeof(struct memprof_preload_config) == 40 + 8 * MEMPROF_PRELOAD_STAT__SLOTS,
 	       "config layout");
 _Static_assert(sizeof(struct memprof_preload_test_rec) == 48, "test record layout");
+_Static_assert(sizeof(struct memprof_preload_alloc_rec) ==
+		       48 + 8 * (MEMPROF_PRELOAD_FREE_BATCH + MEMPROF_PRELOAD_MAX_FRAMES),
+	       "alloc record layout");
+_Static_assert(MEMPROF_PRELOAD_FREE_BATCH == MP_FREE_BATCH_MAX, "batch sizes");
+_Static_assert(MEMPROF_PRELOAD_MAX_FRAMES == MP_MAX_STACK, "frame counts");
+_Static_assert(offsetof(struct memprof_preload_alloc_rec, free_ids) == MP_PL_REC_FREE_IDS &&
+		       offsetof(struct memprof_preload_alloc_rec, frames) == MP_PL_REC_FRAMES &&
+		       offsetof(struct memprof_preload_alloc_rec, nframes) ==
+			       offsetof(struct mp_preload_alloc_head, nframes),
+	       "bpf/memprof.h's view of the alloc record");
 
 /* ---- state ---------------------------------------------------------------------------- */
 
@@ -92,6 +104,8 @@ struct pl_thread {
 	uint8_t state;		/* enum pl_thread_state */
 	uint8_t seeded;
 	uint8_t in_slow;	/* inside the sampling path: signal handlers do not nest into it */
+	uintptr_t stk_lo, stk_hi;	/* this thread's stack, checked readable */
+	uintptr_t stk_bad;	/* page from which [page, stk_lo) was found not readable */
 };
 
 static __thread struct pl_thread pl_tls __attribute__((tls_model("initial-exec")));
@@ -103,7 +117,28 @@ static struct {
 	int test_fd;		/* MEMPROF_TEST_LOG, or -1 */
 	bool force;		/* armed without a probe: MEMPROF_ARM=1 or MEMPROF_TEST_LOG */
 	bool ready;		/* constructor done: environment read */
+	bool exiting;		/* destructor ran: frees are reported one by one */
+	bool no_walk;		/* MEMPROF_WALK=0: the profiler walks every stack */
+	uint64_t next_id;	/* ids of sampled blocks (atomic) */
+	pthread_t main_thread;	/* whose stack ends at __libc_stack_end */
 } pl_g = { .env_rate = MEMPROF_PRELOAD_DEFAULT_RATE, .test_fd = -1 };
+
+/*
+ * Ids of sampled blocks freed and not reported yet. The lock is only ever tried: a thread
+ * (or a signal handler interrupting the holder) that finds it taken reports its free at once.
+ */
+static struct {
+	int busy;
+	uint32_t n;
+	uint64_t ids[MEMPROF_PRELOAD_FREE_BATCH];
+} pl_pending;
+
+static void pl_pending_flush(bool wait);
+
+/* The library's own image: return addresses in it are dropped from the top of a walk. */
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+extern const char _end[] __attribute__((visibility("hidden")));
+extern void *__libc_stack_end;
 
 static struct pl_table pl_table;
 
@@ -116,6 +151,7 @@ PL_EXPORT struct memprof_preload_config memprof_preload_config = {
 /* USDT semaphores (sdt.h's convention: <provider>_<name>_semaphore in .probes). */
 PL_HIDDEN unsigned short memprof_alloc_semaphore __attribute__((section(".probes"), used));
 PL_HIDDEN unsigned short memprof_free_semaphore __attribute__((section(".probes"), used));
+PL_HIDDEN unsigned short memprof_free_batch_semaphore __attribute__((section(".probes"), used));
 
 static inline void stat_add(enum memprof_preload_stat s, int64_t v)
 {
@@ -222,6 +258,9 @@ static int64_t pl_cross_begin(void)
 	pl_next_ensure();
 
 	pl_params_read(&p);
+	/* Disarmed or re-armed: what is pending goes out before the profiler moves on. */
+	if (t->state == PL_T_ARMED && (!p.armed || t->gen != p.gen))
+		pl_pending_flush(false);
 	if (!p.armed) {
 		t->state = PL_T_DISARMED;
 		next = MEMPROF_PRELOAD_POLL_WORDS;
@@ -297,47 +336,251 @@ static void pl_test_log(uint32_t type, uint32_t kind, uint64_t addr, uint64_t si
 		stat_add(MEMPROF_PRELOAD_STAT_TEST_LOG_ERRORS, 1);
 }
 
-/* noipa: keep the signature (the probe's argument registers) and the call itself. */
-static __attribute__((noinline, noipa)) void memprof_preload_alloc_hook(uint64_t addr,
-									  uint64_t size,
-									  uint64_t nsamples,
-									  uint32_t kind, uint32_t gen)
+/*
+ * noipa: keep the signature (the probe's argument registers) and the call itself. On x86-64
+ * the probes' arguments are pinned to the registers of the hooks' own arguments (<memprof/
+ * preload.h>: a profiler may read them there instead of interpreting the note's specs).
+ */
+#if defined(__x86_64__)
+#define PL_ARG(n, reg, v)	register __typeof__(v) n __asm__(reg) = (v)
+#else
+#define PL_ARG(n, reg, v)	__typeof__(v) n = (v)
+#endif
+
+static __attribute__((noinline, noipa)) void
+memprof_preload_alloc_hook(const struct memprof_preload_alloc_rec *rec)
 {
-	STAP_PROBE5(memprof, alloc, addr, size, nsamples, kind, gen);
+	PL_ARG(a0, "rdi", rec);
+
+	STAP_PROBE1(memprof, alloc, a0);
 	stat_add(MEMPROF_PRELOAD_STAT_ALLOC_HOOKS, 1);
-	stat_add(MEMPROF_PRELOAD_STAT_SAMPLES, (int64_t)nsamples);
+	stat_add(MEMPROF_PRELOAD_STAT_SAMPLES, (int64_t)rec->nsamples);
+	if (rec->nfree)
+		stat_add(MEMPROF_PRELOAD_STAT_BATCHED_IDS, rec->nfree);
 	if (pl_g.test_fd >= 0)
-		pl_test_log(MEMPROF_PRELOAD_REC_ALLOC, kind, addr, size, nsamples, gen);
+		pl_test_log(MEMPROF_PRELOAD_REC_ALLOC, rec->kind, rec->addr, rec->size,
+			    rec->nsamples, rec->generation);
 }
 
-static __attribute__((noinline, noipa)) void memprof_preload_free_hook(uint64_t addr,
+static __attribute__((noinline, noipa)) void memprof_preload_free_hook(uint64_t id,
+									 uint64_t addr,
 									 uint32_t kind)
 {
-	STAP_PROBE2(memprof, free, addr, kind);
+	PL_ARG(a0, "rdi", id);
+	PL_ARG(a1, "rsi", addr);
+	PL_ARG(a2, "rdx", kind);
+
+	STAP_PROBE3(memprof, free, a0, a1, a2);
 	stat_add(MEMPROF_PRELOAD_STAT_FREE_HOOKS, 1);
-	if (pl_g.test_fd >= 0)
+}
+
+static __attribute__((noinline, noipa)) void memprof_preload_free_batch_hook(const uint64_t *ids,
+									       uint32_t count)
+{
+	PL_ARG(a0, "rdi", ids);
+	PL_ARG(a1, "rsi", count);
+
+	STAP_PROBE2(memprof, free_batch, a0, a1);
+	stat_add(MEMPROF_PRELOAD_STAT_BATCH_HOOKS, 1);
+	stat_add(MEMPROF_PRELOAD_STAT_BATCHED_IDS, count);
+}
+
+static inline bool pl_pending_trylock(void)
+{
+	return !__atomic_exchange_n(&pl_pending.busy, 1, __ATOMIC_ACQUIRE);
+}
+
+static inline void pl_pending_unlock(void)
+{
+	__atomic_store_n(&pl_pending.busy, 0, __ATOMIC_RELEASE);
+}
+
+/* Take the pending ids into @ids (the buffer locked by the caller). */
+static uint32_t pl_pending_take(uint64_t *ids)
+{
+	uint32_t n = pl_pending.n;
+
+	memcpy(ids, pl_pending.ids, n * sizeof(*ids));
+	pl_pending.n = 0;
+	return n;
+}
+
+/* Report the pending ids now. @wait: retry while another thread holds the buffer (exit). */
+static void pl_pending_flush(bool wait)
+{
+	uint64_t ids[MEMPROF_PRELOAD_FREE_BATCH];
+	uint32_t n;
+
+	if (!__atomic_load_n(&pl_pending.n, __ATOMIC_RELAXED))
+		return;
+	for (int tries = 0; !pl_pending_trylock(); tries++) {
+		if (!wait || tries >= 1000)
+			return;
+		sched_yield();
+	}
+	n = pl_pending_take(ids);
+	pl_pending_unlock();
+	if (n)
+		memprof_preload_free_batch_hook(ids, n);
+}
+
+/* Is a profiler listening and sampling? Then frees may wait for the next report. */
+static bool pl_batching(void)
+{
+	uint32_t gen;
+
+	if (__atomic_load_n(&pl_g.exiting, __ATOMIC_RELAXED))
+		return false;
+	if (pl_g.force)
+		return true;
+	if (!__atomic_load_n(&memprof_alloc_semaphore, __ATOMIC_RELAXED))
+		return false;
+	gen = __atomic_load_n(&memprof_preload_config.generation, __ATOMIC_ACQUIRE);
+	return gen == 0 || (__atomic_load_n(&memprof_preload_config.flags, __ATOMIC_RELAXED) &
+			    MEMPROF_PRELOAD_F_SAMPLING);
+}
+
+/*
+ * A sampled block with id @id was released. Queue its id, or report it at once when the
+ * pending buffer is busy or nobody samples. A full buffer is reported here.
+ */
+static void pl_free_report(uint64_t id, uintptr_t addr, uint32_t kind)
+{
+	uint64_t ids[MEMPROF_PRELOAD_FREE_BATCH];
+	uint32_t n = 0;
+
+	if (pl_g.test_fd >= 0 && !pl_pending_trylock()) {
+		/* test log: busy buffer, reported alone (pl_signal.c checks this path) */
 		pl_test_log(MEMPROF_PRELOAD_REC_FREE, kind, addr, 0, 0, 0);
+		if (id)
+			memprof_preload_free_hook(id, addr, kind);
+		return;
+	} else if (pl_g.test_fd >= 0) {
+		/* written with the buffer held, so that a test can interrupt a holder */
+		pl_test_log(MEMPROF_PRELOAD_REC_FREE, kind, addr, 0, 0, 0);
+		pl_pending_unlock();
+	}
+	if (!id)
+		return;		/* sampled for an in-process profile: not the profiler's */
+	if (!pl_batching() || !pl_pending_trylock()) {
+		memprof_preload_free_hook(id, addr, kind);
+		return;
+	}
+	pl_pending.ids[pl_pending.n++] = id;
+	if (pl_pending.n == MEMPROF_PRELOAD_FREE_BATCH)
+		n = pl_pending_take(ids);
+	pl_pending_unlock();
+	stat_add(MEMPROF_PRELOAD_STAT_FREES_QUEUED, 1);
+	if (n)
+		memprof_preload_free_batch_hook(ids, n);
+}
+
+/* ---- frame-pointer walk --------------------------------------------------------------- */
+
+#define PL_STACK_MAX	(16u << 20)	/* deeper stacks are walked by the profiler */
+#define PL_MAX_SKIP	16		/* as the profiler's: library frames dropped, ip included */
+
+/* Is [lo, hi) readable? Read it into a scratch buffer with process_vm_readv() on ourselves. */
+static bool pl_readable(uintptr_t lo, uintptr_t hi)
+{
+	static char scratch[64 << 10];	/* written by the kernel only, never read */
+	pid_t pid = (pid_t)syscall(SYS_getpid);
+
+	while (lo < hi) {
+		size_t len = MIN(hi - lo, sizeof(scratch));
+		struct iovec local = { .iov_base = scratch, .iov_len = len };
+		struct iovec remote = { .iov_base = (void *)lo, .iov_len = len };
+
+		if (syscall(SYS_process_vm_readv, pid, &local, 1UL, &remote, 1UL, 0UL) !=
+		    (long)len)
+			return false;
+		lo += len;
+	}
+	return true;
+}
+
+/*
+ * The frame-pointer walk the profiler's bpf_get_stack() would make from the alloc probe,
+ * library frames dropped from the top (<memprof/preload.h>), into @frames. Reads only this
+ * thread's stack between the current frame and its top: __libc_stack_end for the main thread,
+ * the thread descriptor (glibc places it at the top of every thread's stack block) for the
+ * others; that range is checked readable once per thread, and again when the stack grows
+ * below what was checked. Returns the frames, or -1 when the stack cannot be bounded.
+ */
+static __attribute__((noinline)) int32_t pl_walk(uint64_t *frames)
+{
+	struct pl_thread *t = &pl_tls;
+	pthread_t self = pthread_self();
+	uintptr_t fp = (uintptr_t)__builtin_frame_address(0), sp = fp, hi;
+	uintptr_t lib_lo = (uintptr_t)__ehdr_start, lib_hi = (uintptr_t)_end;
+	uint32_t used = 1, n = 0;	/* the probe's ip is the profiler's first entry */
+	bool top = true;
+
+	hi = self == pl_g.main_thread ? (uintptr_t)__libc_stack_end : (uintptr_t)self;
+	if (sp >= hi || hi - sp > PL_STACK_MAX)
+		return -1;
+	if (t->stk_hi != hi) {	/* first walk of this thread (or a new stack top) */
+		t->stk_hi = hi;
+		t->stk_lo = hi;
+		t->stk_bad = 0;
+	}
+	if (sp < t->stk_lo) {	/* check what was not checked yet, once */
+		uintptr_t lo = sp & ~(uintptr_t)4095;
+
+		if (lo == t->stk_bad)
+			return -1;
+		if (!pl_readable(lo, t->stk_lo)) {
+			t->stk_bad = lo;	/* e.g. a signal or coroutine stack below */
+			return -1;
+		}
+		t->stk_lo = lo;
+	}
+	while (used < MEMPROF_PRELOAD_MAX_FRAMES) {
+		const uintptr_t *f = (const uintptr_t *)fp;
+		uintptr_t next, ret;
+
+		if (fp < sp || fp > hi - 2 * sizeof(uintptr_t) || (fp & 7))
+			break;
+		next = f[0];
+		ret = f[1];
+		used++;
+		if (top && used <= PL_MAX_SKIP && ret >= lib_lo && ret < lib_hi)
+			; /* still inside the library */
+		else {
+			top = false;
+			frames[n++] = ret;
+		}
+		if (next <= fp)
+			break;
+		fp = next;
+	}
+	return (int32_t)n;
 }
 
 /* After the allocator returned on a sampled path. */
 static void pl_cross_finish(int64_t r, void *p, size_t size, uint32_t kind)
 {
 	enum pl_api_track track = PL_API_TRACKED;
+	struct memprof_preload_alloc_rec rec;
+	bool api = pl_tls.gen & PL_API_GEN_BIT;
 	int saved = errno;
-	uint64_t n;
+	uint64_t n, id = 0;
 
 	if (r < 0)
 		return;
 	n = pl_cross_end(r, p != NULL);
 	if (!p)
 		return;
+	/* Samples drawn for an in-process profile go to its tracker only, not to the probe. */
+	if (!api)
+		id = __atomic_add_fetch(&pl_g.next_id, 1, __ATOMIC_RELAXED);
 	if (__atomic_fetch_add(&memprof_preload_config.stats[MEMPROF_PRELOAD_STAT_LIVE], 1,
 			       __ATOMIC_RELAXED) >= MEMPROF_PRELOAD_MAX_LIVE) {
 		stat_add(MEMPROF_PRELOAD_STAT_LIVE, -1);
 		stat_add(MEMPROF_PRELOAD_STAT_TABLE_FULL, 1);
 		track = PL_API_UNTRACKED;
 	} else {
-		switch (pl_table_insert(&pl_table, (uintptr_t)p)) {
+		switch (pl_table_insert(&pl_table, (uintptr_t)p, id)) {
 		case PL_INSERTED:
 			break;
 		case PL_ALREADY:
@@ -352,24 +595,41 @@ static void pl_cross_finish(int64_t r, void *p, size_t size, uint32_t kind)
 			break;
 		}
 	}
-	/* Samples drawn for an in-process profile go to its tracker only, not to the probe. */
-	if (pl_tls.gen & PL_API_GEN_BIT)
+	if (api) {
 		pl_api_alloc(pl_tls.gen, p, size, n, kind, track);
-	else
-		memprof_preload_alloc_hook((uintptr_t)p, size, n, kind, pl_tls.gen);
+		errno = saved;
+		return;
+	}
+	rec.addr = (uintptr_t)p;
+	rec.size = size;
+	rec.nsamples = n;
+	rec.id = id;
+	rec.kind = kind;
+	rec.generation = pl_tls.gen;
+	rec.nfree = 0;
+	/* The pending frees ride along. */
+	if (__atomic_load_n(&pl_pending.n, __ATOMIC_RELAXED) && pl_pending_trylock()) {
+		rec.nfree = pl_pending_take(rec.free_ids);
+		pl_pending_unlock();
+	}
+	rec.nframes = pl_g.no_walk ? -1 : pl_walk(rec.frames);
+	if (rec.nframes < 0)
+		stat_add(MEMPROF_PRELOAD_STAT_UNWALKED, 1);
+	memprof_preload_alloc_hook(&rec);
 	errno = saved;
 }
 
 /* A free whose address passed the filter: report it if it is really a sampled block. */
 static bool pl_release(void *p, uint32_t kind)
 {
+	uint64_t id;
 	int saved;
 
-	if (!pl_table_remove(&pl_table, (uintptr_t)p))
+	if (!pl_table_remove(&pl_table, (uintptr_t)p, &id))
 		return false;
 	saved = errno;
 	stat_add(MEMPROF_PRELOAD_STAT_LIVE, -1);
-	memprof_preload_free_hook((uintptr_t)p, kind);
+	pl_free_report(id, (uintptr_t)p, kind);
 	if (__atomic_load_n(&pl_api_live, __ATOMIC_ACQUIRE))
 		pl_api_free((uintptr_t)p);
 	errno = saved;
@@ -881,7 +1141,7 @@ PL_CXX(void, pl_op_del_arr_al_nt, "_ZdaPvSt11align_val_tRKSt9nothrow_t", void *p
  * The sites are found once, at load, when no probe can have been hit yet: the hooks run only
  * after pl_init().
  */
-#define PL_USDT_SITES 2
+#define PL_USDT_SITES 3
 
 static uint8_t *pl_usdt_site[PL_USDT_SITES];
 
@@ -945,6 +1205,10 @@ static void pl_atfork_child(void)
 	pl_g.seed_base = pl_splitmix64(&x);
 	pl_g.threads = 0;
 	pl_thread_seed(t);
+	/* The parent reports its own pending frees; the lock may have been held by a thread
+	 * that does not exist here. */
+	pl_pending.n = 0;
+	pl_pending.busy = 0;
 	if (t->state == PL_T_ARMED && !t->in_slow)
 		t->countdown = pl_draw_geom(&t->rng, t->log1m);
 	for (int i = 0; i < MEMPROF_PRELOAD_STAT__SLOTS; i++)
@@ -987,6 +1251,8 @@ __attribute__((constructor)) static void pl_init(void)
 	}
 	if ((s = getenv("MEMPROF_ARM")) && !strcmp(s, "1"))
 		pl_g.force = true;
+	if ((s = getenv("MEMPROF_WALK")) && !strcmp(s, "0"))
+		pl_g.no_walk = true;
 	if ((s = getenv("MEMPROF_TEST_LOG")) && parse_u64(s, &v) && v <= INT32_MAX) {
 		pl_g.test_fd = (int)v;
 		pl_g.force = true;
@@ -994,10 +1260,19 @@ __attribute__((constructor)) static void pl_init(void)
 	pl_next_resolve();	/* if no allocation did it yet */
 	pl_usdt_site[0] = pl_find_usdt_site((void *)memprof_preload_alloc_hook);
 	pl_usdt_site[1] = pl_find_usdt_site((void *)memprof_preload_free_hook);
+	pl_usdt_site[2] = pl_find_usdt_site((void *)memprof_preload_free_batch_hook);
+	pl_g.main_thread = pthread_self();
 	pthread_atfork(NULL, NULL, pl_atfork_child);
 	__atomic_store_n(&pl_g.ready, true, __ATOMIC_RELEASE);
 	/* Allocations made before this constructor only polled: re-evaluate at the next one. */
 	__atomic_store_n(&pl_tls.countdown, 0, __ATOMIC_RELAXED);
 	pl_tls.state = PL_T_NEW;
 	errno = saved;
+}
+
+/* At exit: report what is pending; later frees (other destructors) are reported one by one. */
+__attribute__((destructor)) static void pl_fini(void)
+{
+	__atomic_store_n(&pl_g.exiting, true, __ATOMIC_RELEASE);
+	pl_pending_flush(true);
 }

@@ -11,30 +11,65 @@
  *
  * 1. USDT probes (provider "memprof"), notes in the library's .note.stapsdt section:
  *
- *	memprof:alloc	(u64 addr, u64 size, u64 nsamples, u32 kind, u32 generation)
- *	memprof:free	(u64 addr, u32 kind)
+ *	memprof:alloc		(const struct memprof_preload_alloc_rec *rec)
+ *	memprof:free		(u64 id, u64 addr, u32 kind)
+ *	memprof:free_batch	(const u64 *ids, u32 count)
  *
  *    "alloc" fires once per allocated block that holds at least one sample point, after the
- *    block was allocated and recorded as sampled; nsamples >= 1 is already the block's
- *    complete count, 1 + Binomial(remaining words, rate), drawn in-process (no further
- *    drawing by the profiler). "free" fires when a block reported by "alloc" is released
- *    (free, delete, realloc that moves or shrinks to 0, munmap of the mapping's start), before
- *    the memory goes back to the allocator, so a later "alloc" of the same address from
- *    another thread always comes after it. "generation" is the config generation (below) the
- *    sample was drawn under; 0 when sampling was armed by the environment alone. Frees are
- *    reported whether or not sampling is still armed (as Gc.Memprof reports deallocations
- *    after stop), and may name blocks sampled under an older generation or inherited from
- *    the parent across fork: a profiler ignores frees of addresses it does not track. An
- *    "alloc" at an address the profiler still tracks means the old block's free was missed
- *    (counted in MEMPROF_PRELOAD_STAT_STALE): treat it as collected.
- *    Each probe site is a 5-byte nop (0f 1f 44 00 00), which Linux >= 6.18 turns into a call
- *    to the uprobe trampoline instead of an int3 trap. Both probes sit in noinline functions
- *    called from the allocator entry points; a frame-pointer stack walked from the probe
- *    starts inside the library: skip frames whose address lies in the library's mapping.
+ *    block was allocated and recorded as sampled. Its one argument points to a record in the
+ *    target's memory (struct memprof_preload_alloc_rec below, valid while the probe runs) that
+ *    a profiler reads with one bpf_probe_read_user(): the block (addr, size, kind), its
+ *    multiplicity nsamples >= 1, already final (1 + Binomial(remaining words, rate), drawn
+ *    in-process: no further drawing by the profiler), the config generation it was drawn
+ *    under (0 when sampling was armed by the environment alone), its id, the ids of sampled
+ *    blocks freed since the last report (free_ids[0..nfree), to be treated as freed before
+ *    this alloc) and, when the library could walk them, its stack's frames.
  *
- * 2. Semaphores. "memprof:alloc" carries the USDT semaphore memprof_alloc_semaphore (and
- *    "free" memprof_free_semaphore). The kernel increments it in the target's memory when a
- *    uprobe is attached with the note's semaphore as ref_ctr_offset (libbpf's
+ *    Ids. Every sampled block gets a 64-bit id, unique in the process (a process-wide
+ *    counter, starting at 1; a forked child goes on from the parent's value, so key ids by
+ *    process). Frees name the block by id, never by address: the order in which the
+ *    reports of different threads arrive does not matter, and an address handed out again
+ *    before the free of its previous block was reported cannot be confused with it.
+ *
+ *    Frees are batched. A free (free, delete, realloc that moves or shrinks to 0, munmap of the
+ *    mapping's start) of a sampled block appends its id to a process-wide pending buffer; the
+ *    buffer goes out with the next "alloc" of any thread (nfree/free_ids), or with "free_batch"
+ *    (ids: count ids, 1 <= count <= MEMPROF_PRELOAD_FREE_BATCH) when it is full, when the library
+ *    sees sampling disarmed or re-armed, and at exit (the library's destructor; after it frees are
+ *    reported one by one). "free" reports one free at once: when the buffer is busy (another
+ *    thread is appending or flushing, or a signal handler interrupted this thread doing so: the
+ *    buffer's lock is only ever tried, never waited for) or when sampling is disarmed. A block's
+ *    free is always reported after its "alloc" returned, but may be reported late: until then the
+ *    profiler sees the block live (a process that frees sampled blocks and then stops allocating
+ *    shows up to MEMPROF_PRELOAD_FREE_BATCH - 1 of them live until it allocates again or exits). A
+ *    process killed by a signal, or one that ends with _exit() or the exit_group system call,
+ *    loses its pending ids.
+ *    Frees are reported whether or not sampling is still armed (as Gc.Memprof reports
+ *    deallocations after stop), and may name blocks sampled under an older generation or
+ *    inherited from the parent across fork (a child drops the parent's pending ids): a
+ *    profiler ignores ids it does not track. Blocks sampled for an in-process profile
+ *    (memprof_start()) have id 0 and are never reported.
+ *
+ *    Frames. When nframes >= 0, frames[0..nframes) is the frame-pointer walk a profiler
+ *    would get from the probe (bpf_get_stack(BPF_F_USER_STACK)) with the library's own
+ *    frames dropped from its top: return addresses, innermost first, starting in the
+ *    allocator's caller. The library walks only within its thread's stack (from the stack
+ *    pointer up to the stack's top, a range checked readable once per thread), so a walk
+ *    that leaves it (no frame pointers, a signal or coroutine stack) is cut there. When
+ *    nframes is -1 the library did not walk (the stack could not be bounded): the profiler
+ *    walks from the probe and drops the frames inside the library's mapping itself.
+ *
+ *    Each probe site is a 5-byte nop (0f 1f 44 00 00), which Linux >= 6.18 turns into a call
+ *    to the uprobe trampoline instead of an int3 trap. The probes sit in noinline functions
+ *    called from the allocator entry points. On x86-64 their arguments are in the registers
+ *    of the C calling convention (%rdi, %rsi, %rdx/%edx, %esi), as the notes say: a profiler
+ *    may read the registers directly (memprofd does: each argument fetched through the USDT
+ *    spec costs its BPF program about 50 ns).
+ *
+ * 2. Semaphores. "memprof:alloc" carries the USDT semaphore memprof_alloc_semaphore ("free"
+ *    memprof_free_semaphore, "free_batch" memprof_free_batch_semaphore). The kernel
+ *    increments it in the target's memory when a uprobe is attached with the note's
+ *    semaphore as ref_ctr_offset (libbpf's
  *    bpf_program__attach_usdt() does this). While the alloc semaphore is 0 the library is
  *    disarmed: its countdown only polls (every MEMPROF_PRELOAD_POLL_WORDS words allocated per
  *    thread) and no probe site is ever reached.
@@ -62,9 +97,12 @@
  *	MEMPROF_RATE=λ		sampling rate per word when no profiler set one, (0, 1]
  *	MEMPROF_SEED=N		seed the per-thread PRNGs deterministically (tests)
  *	MEMPROF_ARM=1		sample without a probe attached (tests, benchmarks)
+ *	MEMPROF_WALK=0		never walk stacks in-process: every alloc record has
+ *				nframes -1 and the profiler walks from the probe
  *	MEMPROF_TEST_LOG=FD	also write a struct memprof_preload_test_rec to FD at every
- *				alloc/free probe site, and arm sampling (tests). The write is
- *				part of the hook, after the probe site: the real code path.
+ *				alloc probe site and at every free of a sampled block (when
+ *				it is queued or reported), and arm sampling (tests). The
+ *				writes are on the real code path.
  *
  * Limits: at most MEMPROF_PRELOAD_MAX_LIVE sampled blocks are tracked for frees at once;
  * further samples are still reported but their frees are not (counted in table_full).
@@ -81,10 +119,12 @@ extern "C" {
 #endif
 
 #define MEMPROF_PRELOAD_MAGIC		0x31444c455250504dULL	/* "MPPRELD1" in memory (LE) */
-#define MEMPROF_PRELOAD_VERSION		1
+#define MEMPROF_PRELOAD_VERSION		2
 #define MEMPROF_PRELOAD_DEFAULT_RATE	1e-4
 #define MEMPROF_PRELOAD_POLL_WORDS	8192	/* disarmed: re-check arming every 64 KiB */
 #define MEMPROF_PRELOAD_MAX_LIVE	(1u << 18)
+#define MEMPROF_PRELOAD_FREE_BATCH	64	/* pending-free ids reported at once, at most */
+#define MEMPROF_PRELOAD_MAX_FRAMES	127	/* frames[] of an alloc record */
 
 #define MEMPROF_PRELOAD_F_SAMPLING	(1u << 0)	/* profiler wants samples */
 
@@ -109,7 +149,8 @@ enum memprof_preload_kind {
 /* Counters maintained by the library (index into memprof_preload_config.stats). */
 enum memprof_preload_stat {
 	MEMPROF_PRELOAD_STAT_ALLOC_HOOKS,	/* memprof:alloc probe sites reached */
-	MEMPROF_PRELOAD_STAT_FREE_HOOKS,	/* memprof:free probe sites reached */
+	MEMPROF_PRELOAD_STAT_FREE_HOOKS,	/* memprof:free probe sites reached (frees
+						 * reported one by one) */
 	MEMPROF_PRELOAD_STAT_SAMPLES,		/* sum of nsamples over alloc hooks */
 	MEMPROF_PRELOAD_STAT_LIVE,		/* sampled blocks currently tracked */
 	MEMPROF_PRELOAD_STAT_TABLE_FULL,	/* samples whose frees cannot be tracked */
@@ -124,6 +165,12 @@ enum memprof_preload_stat {
 	MEMPROF_PRELOAD_STAT_FORK_REPAIRS,	/* probe sites a fork child restored to a nop:
 						 * the parent's optimised uprobe pointed at a
 						 * trampoline the child does not have */
+	MEMPROF_PRELOAD_STAT_FREES_QUEUED,	/* frees of sampled blocks queued in the
+						 * pending buffer (reported in batches) */
+	MEMPROF_PRELOAD_STAT_BATCH_HOOKS,	/* memprof:free_batch probe sites reached */
+	MEMPROF_PRELOAD_STAT_BATCHED_IDS,	/* ids reported by memprof:free_batch and
+						 * with memprof:alloc (nfree) */
+	MEMPROF_PRELOAD_STAT_UNWALKED,		/* alloc records with nframes -1 */
 	MEMPROF_PRELOAD_STAT__MAX,
 	MEMPROF_PRELOAD_STAT__SLOTS = 16,
 };
@@ -144,6 +191,20 @@ struct memprof_preload_config {
 };
 
 extern struct memprof_preload_config memprof_preload_config;
+
+/* What memprof:alloc points to (native endianness). */
+struct memprof_preload_alloc_rec {
+	uint64_t addr;			/* the block */
+	uint64_t size;			/* requested bytes */
+	uint64_t nsamples;		/* >= 1, final */
+	uint64_t id;			/* the block's id, >= 1 */
+	uint32_t kind;			/* enum memprof_preload_kind */
+	uint32_t generation;		/* config generation the sample was drawn under */
+	uint32_t nfree;			/* valid entries in free_ids[], <= FREE_BATCH */
+	int32_t nframes;		/* valid entries in frames[], or -1: not walked */
+	uint64_t free_ids[MEMPROF_PRELOAD_FREE_BATCH];	/* freed since the last report */
+	uint64_t frames[MEMPROF_PRELOAD_MAX_FRAMES];	/* innermost first, see above */
+};
 
 /* MEMPROF_TEST_LOG record, native endianness. */
 enum memprof_preload_rec_type {
