@@ -6,6 +6,9 @@
 #    the first left live. Estimates and live words at exit within their SE (rate 0.5).
 #  - exitfree: a program that frees sampled blocks and exits without allocating again: the
 #    frees still pending at exit are reported by the library's destructor, none shows live.
+#  - remap: an anonymous mapping mapped over again at its own address (MAP_FIXED): the library
+#    never saw the first one's end, so it must report the first id when the address comes back
+#    and track the second under its own id; none shows live.
 . "$(dirname "$0")/record.lib"
 PL=$MP_BUILD/tests/preload/pl_ids
 [ -x "$PL" ] || { echo "FAIL: missing $PL (make test-bins)"; exit 1; }
@@ -26,6 +29,10 @@ ok "exitfree: exit status 0" [ "$rc" -eq 0 ]
 pending=$(sed -n 's/.*PENDING //p' "$T/ids-exitfree.err")
 ok "exitfree: frees were pending at exit (${pending:-none})" [ "${pending:-0}" -gt 0 ]
 "$CHECK" sites "$T/ids-exitfree.ctf" "$T/ids-exitfree.out" ids_site_exit
+
+record ids-remap --preload -r 0.5 --seed 3 -o "$T/ids-remap.ctf" -- "$PL" remap 200
+ok "remap: exit status 0" [ "$rc" -eq 0 ]
+"$CHECK" sites "$T/ids-remap.ctf" "$T/ids-remap.out" ids_site_remap
 
 "$CHECK" strict "$T"/ids-*.ctf
 exit 0

@@ -12,12 +12,18 @@
  *				without allocating again: the last N % 64 frees are still pending
  *				at exit (the library's destructor reports them). Prints TRUTH and,
  *				on stderr, "PENDING p" (frees queued and not yet reported).
+ *	pl_ids remap N		N times: an anonymous mapping (site ids_site_remap), mapped again
+ *				over itself with MAP_FIXED (same site, same address: the library
+ *				never saw the first one's end), then unmapped. The first mapping is
+ *				collected when the second replaces it, the second by munmap: none
+ *				stays live. Prints TRUTH.
  */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <memprof/preload.h>
@@ -48,6 +54,17 @@ static __attribute__((noipa)) void *ids_site_second(void)
 static __attribute__((noipa)) void *ids_site_exit(void)
 {
 	void *p = malloc(SIZE);
+
+	sink = p;
+	return p;
+}
+
+#define MAP_LEN 8192
+
+static __attribute__((noipa)) void *ids_site_remap(void *at)
+{
+	void *p = mmap(at, MAP_LEN, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED : 0), -1, 0);
 
 	sink = p;
 	return p;
@@ -127,18 +144,34 @@ static int exitfree(long n)
 	return 0;	/* b itself is not freed: its free would be queued too */
 }
 
+static int remap(long n)
+{
+	/* The thread's first allocation arms the library and is not sampled: not a mapping. */
+	free(sink = malloc(16));
+	for (long i = 0; i < n; i++) {
+		void *p = ids_site_remap(NULL);
+
+		if (p == MAP_FAILED || ids_site_remap(p) != p || munmap(p, MAP_LEN))
+			return 1;
+	}
+	truth("ids_site_remap", 2 * (uint64_t)n * words(MAP_LEN), 0, 2 * (uint64_t)n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	long n = argc > 2 ? atol(argv[2]) : 0;
 
 	if (argc != 3 || n <= 0) {
-		fprintf(stderr, "usage: pl_ids reuse|exitfree N\n");
+		fprintf(stderr, "usage: pl_ids reuse|exitfree|remap N\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "reuse"))
 		return reuse(n);
 	if (!strcmp(argv[1], "exitfree"))
 		return exitfree(n);
+	if (!strcmp(argv[1], "remap"))
+		return remap(n);
 	fprintf(stderr, "pl_ids: unknown mode '%s'\n", argv[1]);
 	return 2;
 }

@@ -36,7 +36,6 @@
 #include <sys/param.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -105,7 +104,7 @@ struct pl_thread {
 	uint8_t seeded;
 	uint8_t in_slow;	/* inside the sampling path: signal handlers do not nest into it */
 	uintptr_t stk_lo, stk_hi;	/* this thread's stack, checked readable */
-	uintptr_t stk_bad;	/* page from which [page, stk_lo) was found not readable */
+	uintptr_t stk_bad;	/* highest page below stk_lo found not readable, or 0 */
 };
 
 static __thread struct pl_thread pl_tls __attribute__((tls_model("initial-exec")));
@@ -134,6 +133,7 @@ static struct {
 } pl_pending;
 
 static void pl_pending_flush(bool wait);
+static bool pl_release(void *p, uint32_t kind);
 
 /* The library's own image: return addresses in it are dropped from the top of a walk. */
 extern const char __ehdr_start[] __attribute__((visibility("hidden")));
@@ -405,12 +405,24 @@ static uint32_t pl_pending_take(uint64_t *ids)
 	return n;
 }
 
+/*
+ * With the buffer locked: take the pending ids, unlock, report them. A function of its own so
+ * that the copy (512 bytes) is on the stack only while it is reported, not on every free's
+ * (a signal handler's free may run on a small alternate stack).
+ */
+static __attribute__((noinline)) void pl_pending_send(void)
+{
+	uint64_t ids[MEMPROF_PRELOAD_FREE_BATCH];
+	uint32_t n = pl_pending_take(ids);
+
+	pl_pending_unlock();
+	if (n)
+		memprof_preload_free_batch_hook(ids, n);
+}
+
 /* Report the pending ids now. @wait: retry while another thread holds the buffer (exit). */
 static void pl_pending_flush(bool wait)
 {
-	uint64_t ids[MEMPROF_PRELOAD_FREE_BATCH];
-	uint32_t n;
-
 	if (!__atomic_load_n(&pl_pending.n, __ATOMIC_RELAXED))
 		return;
 	for (int tries = 0; !pl_pending_trylock(); tries++) {
@@ -418,10 +430,7 @@ static void pl_pending_flush(bool wait)
 			return;
 		sched_yield();
 	}
-	n = pl_pending_take(ids);
-	pl_pending_unlock();
-	if (n)
-		memprof_preload_free_batch_hook(ids, n);
+	pl_pending_send();
 }
 
 /* Is a profiler listening and sampling? Then frees may wait for the next report. */
@@ -446,9 +455,6 @@ static bool pl_batching(void)
  */
 static void pl_free_report(uint64_t id, uintptr_t addr, uint32_t kind)
 {
-	uint64_t ids[MEMPROF_PRELOAD_FREE_BATCH];
-	uint32_t n = 0;
-
 	if (pl_g.test_fd >= 0 && !pl_pending_trylock()) {
 		/* test log: busy buffer, reported alone (pl_signal.c checks this path) */
 		pl_test_log(MEMPROF_PRELOAD_REC_FREE, kind, addr, 0, 0, 0);
@@ -467,12 +473,15 @@ static void pl_free_report(uint64_t id, uintptr_t addr, uint32_t kind)
 		return;
 	}
 	pl_pending.ids[pl_pending.n++] = id;
-	if (pl_pending.n == MEMPROF_PRELOAD_FREE_BATCH)
-		n = pl_pending_take(ids);
-	pl_pending_unlock();
 	stat_add(MEMPROF_PRELOAD_STAT_FREES_QUEUED, 1);
-	if (n)
-		memprof_preload_free_batch_hook(ids, n);
+	if (pl_pending.n == MEMPROF_PRELOAD_FREE_BATCH)
+		pl_pending_send();
+	else
+		pl_pending_unlock();
+	/* The destructor may have flushed since pl_batching(): then nobody else will. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (unlikely(__atomic_load_n(&pl_g.exiting, __ATOMIC_RELAXED)))
+		pl_pending_flush(false);
 }
 
 /* ---- frame-pointer walk --------------------------------------------------------------- */
@@ -480,23 +489,28 @@ static void pl_free_report(uint64_t id, uintptr_t addr, uint32_t kind)
 #define PL_STACK_MAX	(16u << 20)	/* deeper stacks are walked by the profiler */
 #define PL_MAX_SKIP	16		/* as the profiler's: library frames dropped, ip included */
 
-/* Is [lo, hi) readable? Read it into a scratch buffer with process_vm_readv() on ourselves. */
-static bool pl_readable(uintptr_t lo, uintptr_t hi)
+#define PL_PAGE		4096u	/* protections are per page: at least this size */
+
+/*
+ * The highest page in [lo, hi) that is not readable, or 0. Each page is probed with
+ * rt_sigprocmask(): the kernel copies the new mask from the page (EFAULT if it cannot) before
+ * it rejects the invalid "how" (EINVAL), so nothing changes. Not process_vm_readv(): seccomp
+ * filters kill a process for it (systemd's SystemCallFilter=@system-service leaves it out),
+ * and no filter lets a program run without rt_sigprocmask().
+ */
+static uintptr_t pl_unreadable(uintptr_t lo, uintptr_t hi)
 {
-	static char scratch[64 << 10];	/* written by the kernel only, never read */
-	pid_t pid = (pid_t)syscall(SYS_getpid);
+	uintptr_t page = (hi - 1) & ~(uintptr_t)(PL_PAGE - 1);	/* lo: a page, below hi */
 
-	while (lo < hi) {
-		size_t len = MIN(hi - lo, sizeof(scratch));
-		struct iovec local = { .iov_base = scratch, .iov_len = len };
-		struct iovec remote = { .iov_base = (void *)lo, .iov_len = len };
+	for (;;) {
+		long r = syscall(SYS_rt_sigprocmask, ~0, (void *)page, NULL, (size_t)8);
 
-		if (syscall(SYS_process_vm_readv, pid, &local, 1UL, &remote, 1UL, 0UL) !=
-		    (long)len)
-			return false;
-		lo += len;
+		if (r == 0 || errno != EINVAL)
+			return page;
+		if (page <= lo)
+			return 0;
+		page -= PL_PAGE;
 	}
-	return true;
 }
 
 /*
@@ -519,20 +533,28 @@ static __attribute__((noinline)) int32_t pl_walk(uint64_t *frames)
 	hi = self == pl_g.main_thread ? (uintptr_t)__libc_stack_end : (uintptr_t)self;
 	if (sp >= hi || hi - sp > PL_STACK_MAX)
 		return -1;
+	/*
+	 * A signal handler may walk in the middle of this: stk_lo and stk_bad are reset before
+	 * stk_hi says they belong to @hi, and stk_lo only ever takes checked values.
+	 */
 	if (t->stk_hi != hi) {	/* first walk of this thread (or a new stack top) */
-		t->stk_hi = hi;
 		t->stk_lo = hi;
 		t->stk_bad = 0;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		t->stk_hi = hi;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	}
 	if (sp < t->stk_lo) {	/* check what was not checked yet, once */
-		uintptr_t lo = sp & ~(uintptr_t)4095;
+		uintptr_t lo = sp & ~(uintptr_t)(PL_PAGE - 1), bad;
 
-		if (lo == t->stk_bad)
+		if (lo <= t->stk_bad)	/* [sp, hi) holds a page known not readable */
 			return -1;
-		if (!pl_readable(lo, t->stk_lo)) {
-			t->stk_bad = lo;	/* e.g. a signal or coroutine stack below */
+		bad = pl_unreadable(lo, t->stk_lo);
+		if (bad) {
+			t->stk_bad = bad;	/* e.g. a signal or coroutine stack below */
 			return -1;
 		}
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		t->stk_lo = lo;
 	}
 	while (used < MEMPROF_PRELOAD_MAX_FRAMES) {
@@ -580,14 +602,23 @@ static void pl_cross_finish(int64_t r, void *p, size_t size, uint32_t kind)
 		stat_add(MEMPROF_PRELOAD_STAT_TABLE_FULL, 1);
 		track = PL_API_UNTRACKED;
 	} else {
-		switch (pl_table_insert(&pl_table, (uintptr_t)p, id)) {
+		enum pl_insert_result res = pl_table_insert(&pl_table, (uintptr_t)p, id);
+
+		if (res == PL_ALREADY) {
+			/*
+			 * The block the table holds here ended unseen (munmap of more than it,
+			 * MAP_FIXED over it, a free we do not interpose): it is freed now, its
+			 * id reported, so this block can be tracked under its own id.
+			 */
+			stat_add(MEMPROF_PRELOAD_STAT_STALE, 1);
+			pl_release(p, kind == MEMPROF_PRELOAD_MMAP ? MEMPROF_PRELOAD_MUNMAP :
+								     MEMPROF_PRELOAD_FREE);
+			res = pl_table_insert(&pl_table, (uintptr_t)p, id);
+		}
+		switch (res) {
 		case PL_INSERTED:
 			break;
-		case PL_ALREADY:
-			stat_add(MEMPROF_PRELOAD_STAT_LIVE, -1);
-			stat_add(MEMPROF_PRELOAD_STAT_STALE, 1);
-			track = PL_API_STALE;
-			break;
+		case PL_ALREADY:	/* inserted again meanwhile: cannot be */
 		case PL_FULL:
 			stat_add(MEMPROF_PRELOAD_STAT_LIVE, -1);
 			stat_add(MEMPROF_PRELOAD_STAT_TABLE_FULL, 1);
@@ -1274,5 +1305,7 @@ __attribute__((constructor)) static void pl_init(void)
 __attribute__((destructor)) static void pl_fini(void)
 {
 	__atomic_store_n(&pl_g.exiting, true, __ATOMIC_RELEASE);
+	/* Pairs with pl_free_report(): either it sees exiting, or this sees its id. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	pl_pending_flush(true);
 }

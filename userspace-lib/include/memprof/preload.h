@@ -31,8 +31,10 @@
  *    reports of different threads arrive does not matter, and an address handed out again
  *    before the free of its previous block was reported cannot be confused with it.
  *
- *    Frees are batched. A free (free, delete, realloc that moves or shrinks to 0, munmap of the
- *    mapping's start) of a sampled block appends its id to a process-wide pending buffer; the
+ *    Frees are batched. A free (free, delete, any realloc of it: the result is a new block,
+ *    munmap of the mapping's start; or, when the block's end went unseen, e.g. munmap of more
+ *    than the mapping or MAP_FIXED over it, the next sample at its address) of a sampled
+ *    block appends its id to a process-wide pending buffer; the
  *    buffer goes out with the next "alloc" of any thread (nfree/free_ids), or with "free_batch"
  *    (ids: count ids, 1 <= count <= MEMPROF_PRELOAD_FREE_BATCH) when it is full, when the library
  *    sees sampling disarmed or re-armed, and at exit (the library's destructor; after it frees are
@@ -155,7 +157,9 @@ enum memprof_preload_stat {
 	MEMPROF_PRELOAD_STAT_LIVE,		/* sampled blocks currently tracked */
 	MEMPROF_PRELOAD_STAT_TABLE_FULL,	/* samples whose frees cannot be tracked */
 	MEMPROF_PRELOAD_STAT_STALE,		/* tracked address handed out again: a free we
-						 * never saw (e.g. munmap of a block's middle) */
+						 * never saw (e.g. munmap of more than the
+						 * mapping, MAP_FIXED over it), reported late,
+						 * just before the new block's alloc */
 	MEMPROF_PRELOAD_STAT_REALLOC_LOST,	/* realloc of a sampled block failed after its
 						 * free was reported: block no longer tracked */
 	MEMPROF_PRELOAD_STAT_REENTERED,		/* sampling path re-entered (signal handler
