@@ -71,6 +71,9 @@ struct mp_ptrace {
 	unsigned int fp_streak, copy_backoff;
 	/* fp_trustworthy()'s verdicts that hold (see there): direct-mapped, 0 = none */
 	uint64_t fp_ok[MP_FPC_SLOTS];
+	/* the last backtrace written (outermost first): its locations are defined */
+	uint64_t prev_bt[MP_MAX_STACK];
+	unsigned int prev_len;
 	enum mp_proc_mode mode;		/* uprobes, or libmemprof-preload's USDT probes */
 	/* preload mode: the library's counters, as last read */
 	uint64_t pl_stats[MEMPROF_PRELOAD_STAT__SLOTS];
@@ -114,6 +117,7 @@ struct mp_engine {
 	char hostname[256];
 	uint64_t drops[MP_DROP__MAX];
 	uint64_t ovh_next_ns;		/* next overhead check (CLOCK_MONOTONIC), 0: none due */
+	uint64_t timer_next_ns;		/* when the timerfd fires (arm_timer), 0: disarmed */
 	/* mp_profile__sync_pid(): the trace of sync_pid (> 0) goes to sync_fd (service) */
 	pid_t sync_pid;
 	int sync_fd;
@@ -632,7 +636,8 @@ static void arm_timer(struct mp_engine *e)
 		next = e->ovh_next_ns;
 	its.it_value.tv_sec = (time_t)(next / 1000000000ull);
 	its.it_value.tv_nsec = (long)(next % 1000000000ull);
-	timerfd_settime(e->timerfd, TFD_TIMER_ABSTIME, &its, NULL);
+	if (timerfd_settime(e->timerfd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+		e->timer_next_ns = next;
 }
 
 static int profile_stop(struct mp_profile *p)
@@ -906,16 +911,19 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 		n = mp_sampler__nsamples(&p->sampler, ev->remaining);
 
 	nfr = stack_select(e, t, ev, us, dw, &frames);
-	/* BPF and the unwinder give innermost first; memtrace wants outermost first. */
+	/* BPF and the unwinder give innermost first; memtrace wants outermost first. The
+	 * frames the previous backtrace had at the same place are defined already. */
 	for (unsigned int i = nfr; i-- > 0;) {
 		uint64_t a = frames[i];
 
 		if (!a || a >= (1ull << 62))
 			continue;
-		if (define_location(t, a) < 0)
+		if ((k >= t->prev_len || t->prev_bt[k] != a) && define_location(t, a) < 0)
 			continue;
 		bt[k++] = a;
 	}
+	memcpy(t->prev_bt, bt, k * sizeof(bt[0]));
+	t->prev_len = k;
 
 	en = mp_entries__insert(e->entries, t->pid, (pid_t)ev->h.tid, ev->addr);
 	if (!en) {
@@ -1063,8 +1071,10 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		struct mp_ptrace *t = trace_find(p, pid);
 
-		if (t)	/* another image: other code at those addresses */
+		if (t) {	/* another image: other code at those addresses */
 			memset(t->fp_ok, 0, sizeof(t->fp_ok));
+			t->prev_len = 0;
+		}
 		if (t && !t->completed && p->state == MP_PROFILE_SAMPLING)
 			attach = true;
 	}
@@ -1388,6 +1398,7 @@ static void check_deadlines(struct mp_engine *e)
 {
 	uint64_t expirations, now = now_mono_ns();
 
+	e->timer_next_ns = 0;
 	if (read(e->timerfd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
 		return;
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
@@ -1400,13 +1411,10 @@ static void check_deadlines(struct mp_engine *e)
 	arm_timer(e);
 }
 
-/* Processes whose pidfd says they are gone: deliver their exit event, or complete their
- * traces without it (counted). */
-static void check_exits(struct mp_engine *e)
+/* Processes whose pidfd says they are gone (@evs[0..n) from the engine's epoll set): deliver
+ * their exit event, or complete their traces without it (counted). */
+static void check_exits(struct mp_engine *e, const struct epoll_event *evs, int n)
 {
-	struct epoll_event evs[32];
-	int n = epoll_wait(e->epfd, evs, 32, 0);
-
 	for (int i = 0; i < n; i++) {
 		struct mp_ptrace *t = evs[i].data.ptr;
 
@@ -1425,12 +1433,26 @@ static void check_exits(struct mp_engine *e)
 	}
 }
 
+/*
+ * One epoll_wait() says what else is due: the timer (deadlines, overhead windows, the flush) and
+ * the pidfds of processes gone. Nothing else costs a system call here, however often the caller
+ * comes (every batch of ring-buffer records).
+ */
 int mp_engine__process(struct mp_engine *e)
 {
+	struct epoll_event evs[32];
 	int n = mp_bpf__consume(e->bpf);
+	int nev = epoll_wait(e->epfd, evs, 32, 0);
+	bool timer = false;
 
-	check_deadlines(e);
-	check_exits(e);
+	for (int i = 0; i < nev; i++)
+		if (evs[i].data.u64 == MP_EP_TIMER)
+			timer = true;
+	if (timer)
+		check_deadlines(e);
+	else if (!e->timer_next_ns && traces_live(e))
+		arm_timer(e);	/* the flush, for a trace begun without one armed */
+	check_exits(e, evs, nev);
 	return n;
 }
 

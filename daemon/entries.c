@@ -108,8 +108,9 @@ void mp_htab__fini(struct mp_htab *h)
 
 /*
  * Layout. Each process has an open-addressing table of 24-byte slots (struct mp_entry), linear
- * probing from the key's home slot (Fibonacci hash, scaled to any capacity), kept between 1/2
- * and 3/4 full: it grows by half when it would pass 3/4 and shrinks by half under 1/8. Deletion
+ * probing from the key's home slot (Fibonacci hash, scaled to any capacity), at most 3/4 full:
+ * it grows by half when it would pass 3/4 (so it is half full right after) and shrinks by half
+ * under 1/8 (slot arrays of 64 KiB and more are mmap'ed, so that memory goes back). Deletion
  * shifts the following slots back (no tombstones). A slot names its owner and its thread by
  * small indexes into per-process tables (owner_ix, thread_ix), so a live block costs its slot
  * and nothing else: no per-block allocation, no list pointers.
@@ -358,7 +359,8 @@ static void slot_delete(struct mp_eproc *p, size_t j)
 static void slots_maybe_shrink(struct mp_eproc *p)
 {
 	if (p->cap > MIN_SLOTS && p->count < p->cap / 8)
-		slots_resize(p, p->cap / 2 < MIN_SLOTS ? MIN_SLOTS : p->cap / 2);	/* or keep */
+		/* on failure it stays as it is */
+		slots_resize(p, p->cap / 2 < MIN_SLOTS ? MIN_SLOTS : p->cap / 2);
 }
 
 /* ---- threads ---- */
@@ -522,8 +524,10 @@ static uint16_t thread_new(struct mp_entries *t, struct mp_eproc *p, pid_t tid)
 
 static unsigned int owner_find(const struct mp_eproc *p, const void *owner)
 {
-	if (p->last_owner && p->last_owner < p->owners_cap && p->owners[p->last_owner].owner == owner)
-		return p->last_owner;
+	unsigned int last = p->last_owner;
+
+	if (last && last < p->owners_cap && p->owners[last].owner == owner)
+		return last;
 	for (unsigned int i = 1; i < p->owners_cap; i++)
 		if (p->owners[i].owner == owner)
 			return i;

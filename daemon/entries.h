@@ -4,8 +4,8 @@
  * "domain"), with a per-process index by block key so that a free from any thread finds its
  * block. A thread that exits hands its entries to its process (orphans); exec and exit drain a
  * process. Every table has a hard limit and every refusal is counted. Each live block costs one
- * 24-byte slot of its process' open-addressing table, at a load factor between 1/2 and 3/4
- * (32 to 48 bytes a block), and nothing else.
+ * 24-byte slot of its process' open-addressing table, at most 3/4 full and at least half full
+ * while it grows (32 to 48 bytes a block), and nothing else.
  *
  * Owner: the engine component.
  */

@@ -280,7 +280,8 @@ static void test_model(void)
 						nth++;
 					}
 				}
-				if (mp_entries__count(t, q) != cnt || mp_entries__orphans(t, q) != orph ||
+				if (mp_entries__count(t, q) != cnt ||
+				    mp_entries__orphans(t, q) != orph ||
 				    mp_entries__threads(t, q) != nth)
 					bad++;
 			}
