@@ -482,6 +482,27 @@ static __always_inline struct mp_proc_cfg *thread_cfg(struct tstate *st, __u32 t
 }
 
 /*
+ * A probed call of a thread whose state task storage would not give (it refuses while another
+ * task-storage operation is in progress on this CPU, e.g. by a preempted task, or when memory
+ * is short): the call is counted as usual from the process' own entry, and counted apart. It
+ * cannot be sampled (the countdown is in the state), but a free is still matched.
+ */
+static __always_inline struct mp_proc_cfg *stateless_cfg(__u32 tgid)
+{
+	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (!cfg) {
+		stat_inc(MP_STAT_FOREIGN_CALLS);
+		return NULL;
+	}
+	if (cfg->flags & (MP_PROC_PRELOAD | MP_PROC_DETACHED))
+		return NULL;
+	stat_inc(MP_STAT_CALLS);
+	stat_inc(MP_STAT_NO_TSTATE);
+	return cfg;
+}
+
+/*
  * Entry of an allocator with a return probe. @size: requested bytes; @may_sample: false when
  * the call cannot allocate (realloc(p, 0), calloc overflow, file-backed mmap). Returns the
  * thread's state when this call is now the thread's outermost allocator call, else NULL.
@@ -494,8 +515,10 @@ static __always_inline struct tstate *alloc_entry(struct pt_regs *ctx, __u32 kin
 	struct mp_proc_cfg *cfg;
 	__u32 tgid;
 
-	if (!st)
+	if (!st) {
+		stateless_cfg(mp_current_ids() >> 32);
 		return NULL;
+	}
 	tgid = mp_thread_ids(st) >> 32;
 	cfg = thread_cfg(st, tgid);
 	if (!cfg)
@@ -796,19 +819,24 @@ static __always_inline int free_entry(struct pt_regs *ctx, __u32 kind, __u64 add
 	__u32 tgid, profile, akind = 0;
 	__u64 pid_tgid, inc = 0;
 
-	if (!st)
-		return 0;
-	pid_tgid = mp_thread_ids(st);
-	tgid = pid_tgid >> 32;
-	if (!thread_cfg(st, tgid))
-		return 0;
-	hits_count(st, tgid, false);
+	if (st) {
+		pid_tgid = mp_thread_ids(st);
+		tgid = pid_tgid >> 32;
+		if (!thread_cfg(st, tgid))
+			return 0;
+		hits_count(st, tgid, false);
+	} else {	/* no nesting state either: as a free outside any allocator call */
+		pid_tgid = mp_current_ids();
+		tgid = pid_tgid >> 32;
+		if (!stateless_cfg(tgid))
+			return 0;
+	}
 	if (!addr)
 		return 0; /* free(NULL) */
 	/* Sessions need no nested_noret() here: a free nested in an allocator call whose return
 	 * half was skipped (realloc of an unsampled block, operator delete -> free) cannot find a
 	 * sampled block the outer call did not take first. */
-	if (nested(st, PT_REGS_SP(ctx))) {
+	if (st && nested(st, PT_REGS_SP(ctx))) {
 		stat_inc(MP_STAT_NESTED);
 		return 0;
 	}
@@ -843,6 +871,16 @@ static __always_inline struct tstate *realloc_entry(struct pt_regs *ctx, __u32 k
 
 	/* realloc(p, 0) frees p and allocates nothing */
 	st = alloc_entry(ctx, kind, size, !ovf && !(old && size == 0), old);
+	if (!st && old && !tstate_get(false)) {
+		/* No thread state (stateless_cfg() counted the call): no return half to settle
+		 * the old block either, so a sampled one ends here, as if freed. */
+		__u64 pid_tgid = mp_current_ids();
+
+		profile = sampled_take(pid_tgid >> 32, old, &okind, &inc);
+		if (profile)
+			emit_free(pid_tgid, profile, old, kind);
+		return NULL;
+	}
 	if (!st || !old)
 		return st;
 	tgid = mp_thread_ids(st) >> 32;

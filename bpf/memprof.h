@@ -243,6 +243,9 @@ enum mp_stat {
 	MP_STAT_USTACK_LOST,	/* sampled events sent without their user-stack copy (ring
 				 * space for the larger record): their stacks are frame-pointer
 				 * walks */
+	MP_STAT_NO_TSTATE,	/* probed calls that found no thread state (task storage busy on
+				 * the CPU, or no memory): counted, frees still matched, but the
+				 * block was not exposed to sampling */
 	MP_STAT__MAX,
 };
 

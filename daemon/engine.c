@@ -166,6 +166,7 @@ static const char *const stat_names[MP_STAT__MAX] = {
 	[MP_STAT_PROCS_FULL] = "bpf_procs_full",
 	[MP_STAT_NESTED] = "nested_calls",
 	[MP_STAT_USTACK_LOST] = "ustack_lost",
+	[MP_STAT_NO_TSTATE] = "no_thread_state",
 };
 
 const char *mp_engine_drop__name(enum mp_engine_drop d)
