@@ -19,6 +19,7 @@
 #include <memprof/trace.h>
 
 #include "tests/unit/test.h"
+#include "userspace-lib/rng.h"
 
 #define HDR		66u		/* v2 packet header */
 #define T0		1700000000000000ull
@@ -183,10 +184,7 @@ static uint64_t rng = 0x9E3779B97F4A7C15ull;
 
 static uint64_t rnd(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return mp_splitmix64(&rng);
 }
 
 static size_t vint_len(uint64_t v)

@@ -6,6 +6,7 @@
 
 #include "daemon/entries.h"
 #include "tests/unit/test.h"
+#include "userspace-lib/rng.h"
 
 static void test_htab(void)
 {
@@ -157,10 +158,7 @@ static uint64_t rnd_state = 0x243f6a8885a308d3ull;
 
 static uint64_t rnd(void)
 {
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 7;
-	rnd_state ^= rnd_state << 17;
-	return rnd_state;
+	return mp_splitmix64(&rnd_state);
 }
 
 static struct model_entry *model_find(struct model_entry *m, size_t n, pid_t pid, uint64_t key)
