@@ -187,7 +187,7 @@ static int attach_object(struct loader *l, const char *path)
 		uint64_t off, avail, at;
 		bool dup = false;
 
-		if (!found[i].prio || mp_elf_vaddr_to_off(elf, found[i].value, &off, &avail))
+		if (!found[i].prio || mp_elf_vaddr_to_off(elf, found[i].value, &off, &avail, NULL))
 			continue;
 		for (size_t j = 0; j < noffs; j++)
 			dup |= offs[j] == off;	/* aliases: the first name wins */

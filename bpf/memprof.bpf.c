@@ -482,6 +482,23 @@ static __always_inline struct mp_proc_cfg *thread_cfg(struct tstate *st, __u32 t
 }
 
 /*
+ * Is this call made by code of the probed function's own object (MP_COOKIE_SEG: the C
+ * library's mmap called by the C library)? The probe is at the function's entry stack pointer
+ * (placement never skips an instruction that moves it), so the return address is at *sp.
+ */
+static __always_inline bool own_call(struct pt_regs *ctx, __u64 cookie)
+{
+	__u64 before = MP_COOKIE_SEG_BEFORE(cookie), after = MP_COOKIE_SEG_AFTER(cookie);
+	__u64 ip = PT_REGS_IP(ctx), ret = 0;
+
+	if (!before && !after)
+		return false;
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)))
+		return false;
+	return ret >= ip - before && ret < ip + after;
+}
+
+/*
  * A probed call of a thread whose state task storage would not give (it refuses while another
  * task-storage operation is in progress on this CPU, e.g. by a preempted task, or when memory
  * is short): the call is counted as usual from the process' own entry, and counted apart. It
@@ -961,7 +978,8 @@ static __always_inline struct tstate *entry_dispatch(struct pt_regs *ctx, __u64 
 	case MP_SHAPE_POSIX_MEMALIGN:	/* posix_memalign(memptr, align, size) */
 		return alloc_entry(ctx, kind, a3, true, a1);
 	case MP_SHAPE_MMAP:	/* mmap(addr, len, prot, flags, ...): anonymous ones only */
-		return alloc_entry(ctx, kind, a2, (PT_REGS_PARM4(ctx) & MAP_ANONYMOUS_FLAG) != 0, 0);
+		return alloc_entry(ctx, kind, a2, (PT_REGS_PARM4(ctx) & MAP_ANONYMOUS_FLAG) &&
+				   !own_call(ctx, cookie), 0);
 	case MP_SHAPE_FREE:	/* free(ptr), operator delete(ptr, ...), munmap(addr, len) */
 		free_entry(ctx, kind, a1);
 		return NULL;
@@ -1036,12 +1054,14 @@ int BPF_KPROBE(mp_session)
 	if (st->sample_profile || st->old_profile)
 		return 0;	/* the return half emits the block or settles the old one */
 	/* Unsampled: no return half, so no nesting depth; remember the frame instead, if a call
-	 * can be nested in it: mmap calls no probed function. The return address is read into
+	 * can be nested in it: mmap calls no probed function, and the C library's malloc and
+	 * calloc only its own mmap, which own_call() recognises (MP_COOKIE_F_LEAF), so the
+	 * common unsampled malloc reads no user memory. The return address is read into
 	 * the stack, not into the task storage, which spares the usercopy hardening's heap-object
 	 * check (about a third of the read's cost). */
 	st->depth = 0;
 	st->noret_sp = 0;
-	if (MP_COOKIE_KIND(cookie) != MP_KIND_MMAP) {
+	if (MP_COOKIE_KIND(cookie) != MP_KIND_MMAP && !(cookie & MP_COOKIE_F_LEAF)) {
 		__u64 ret;
 
 		if (!bpf_probe_read_user(&ret, sizeof(ret), (void *)sp)) {

@@ -206,6 +206,22 @@ struct mp_proc_hits {
 #define MP_COOKIE(shape, kind)	(((__u64)(shape) << 8) | (kind))
 #define MP_COOKIE_SHAPE(c)	((__u32)((c) >> 8) & 0xff)
 #define MP_COOKIE_KIND(c)	((__u32)(c) & 0xff)
+/*
+ * Set by the loader on probes in the C library (libc.so*) only:
+ * MP_COOKIE_F_LEAF: malloc and calloc, which call no probed function but the C library's own
+ *   mmap/munmap; with sessions an unsampled call of theirs need not remember its frame for
+ *   nesting (no read of its return address): the nested mmap is recognised by MP_COOKIE_SEG.
+ * MP_COOKIE_SEG(before, after): on mmap, the executable segment of the C library around the
+ *   probe, in bytes (kept in 16-byte units, rounded inwards; 0, 0: none). An mmap returning
+ *   into it is the C library's own (malloc growing or trimming a heap, a thread's stack), not
+ *   an allocation of the program, and is not sampled.
+ */
+#define MP_COOKIE_F_LEAF		(1ull << 16)
+#define MP_COOKIE_SEG_MAX		((1ull << 23) - 1)	/* in 16-byte units: 128 MiB */
+#define MP_COOKIE_SEG(before, after)	((((__u64)(before) >> 4) << 17) | \
+					 (((__u64)(after) >> 4) << 40))
+#define MP_COOKIE_SEG_BEFORE(c)		((((c) >> 17) & MP_COOKIE_SEG_MAX) << 4)
+#define MP_COOKIE_SEG_AFTER(c)		((((c) >> 40) & MP_COOKIE_SEG_MAX) << 4)
 
 /* Per-process configuration, written by the daemon: map "procs", key = tgid. */
 struct mp_proc_cfg {

@@ -293,6 +293,9 @@ struct resolved {
 	unsigned int probe;	/* index in probe_table */
 	uint64_t offset;	/* file offset of the probe point */
 	uint64_t placed;	/* bytes after the symbol where placement put the probe */
+	uint64_t seg_before;	/* bytes of its PT_LOAD segment before / after the probe point */
+	uint64_t seg_after;
+	uint64_t cookie;	/* MP_COOKIE(), with the C library's bits (cookie_libc()) */
 };
 
 /* An object's allocator symbols, cached by identity. */
@@ -1021,6 +1024,41 @@ static void place(struct mp_bpf *b, int fd, const char *path, const struct probe
 	      pl.offset, pl.reason);
 }
 
+/*
+ * The C library's probes (MP_COOKIE_F_LEAF, MP_COOKIE_SEG): its malloc and calloc call no
+ * probed function but its own mmap/munmap, and an mmap made by its own code (a heap, a thread
+ * stack) is not the program's. Only for a shared C library: in a static executable the
+ * program's own mmap calls come from the same segment.
+ */
+static bool is_libc(const char *path, const GElf_Ehdr *eh)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return eh->e_type == ET_DYN && !strncmp(base, "libc.so", 7);
+}
+
+static void cookies_set(struct obj *o, bool libc)
+{
+	bool own_mmap = false;
+
+	for (size_t i = 0; i < o->nres; i++)
+		own_mmap |= probe_table[o->res[i].probe].kind == MP_KIND_MMAP;
+	for (size_t i = 0; i < o->nres; i++) {
+		struct resolved *r = &o->res[i];
+		const struct probe_def *pd = &probe_table[r->probe];
+
+		r->cookie = MP_COOKIE(pd->shape, pd->kind);
+		if (!libc || !own_mmap)
+			continue;
+		if (pd->kind == MP_KIND_MALLOC || pd->kind == MP_KIND_CALLOC)
+			r->cookie |= MP_COOKIE_F_LEAF;
+		if (pd->kind == MP_KIND_MMAP && r->seg_before >> 4 <= MP_COOKIE_SEG_MAX &&
+		    r->seg_after >> 4 <= MP_COOKIE_SEG_MAX)
+			r->cookie |= MP_COOKIE_SEG(r->seg_before, r->seg_after);
+	}
+}
+
 /* Find the allocator symbols of the object at @path. */
 static struct obj *obj_scan(struct mp_bpf *b, const char *path, const struct stat *st)
 {
@@ -1045,10 +1083,10 @@ static struct obj *obj_scan(struct mp_bpf *b, const char *path, const struct sta
 		goto out;
 	mp_elf_find_funcs(elf, sym_index, NULL, found);
 	for (size_t i = 0; i < N_PROBES; i++) {
-		uint64_t off, avail;
+		uint64_t off, avail, before;
 		bool dup = false;
 
-		if (!found[i].prio || mp_elf_vaddr_to_off(elf, found[i].value, &off, &avail))
+		if (!found[i].prio || mp_elf_vaddr_to_off(elf, found[i].value, &off, &avail, &before))
 			continue;
 		/* aliases (memalign = aligned_alloc, mmap64 = mmap): the first entry wins */
 		for (size_t j = 0; j < o->nres; j++)
@@ -1059,8 +1097,11 @@ static struct obj *obj_scan(struct mp_bpf *b, const char *path, const struct sta
 		o->res[o->nres].probe = (unsigned int)i;
 		place(b, fd, path, &probe_table[i], off, found[i].size, avail, &o->res[o->nres]);
 		o->res[o->nres].offset = off + o->res[o->nres].placed;
+		o->res[o->nres].seg_before = before + o->res[o->nres].placed;
+		o->res[o->nres].seg_after = avail - o->res[o->nres].placed;
 		o->nres++;
 	}
+	cookies_set(o, is_libc(path, &eh));
 	/* An object defining malloc is an allocator: say which of its usual companions it lacks. */
 	if (found[0].prio) {
 		for (size_t i = 1; i < N_PROBES; i++)
@@ -1176,10 +1217,9 @@ static int target_add_link(struct target *t, const struct plink *l)
 
 static uint64_t res_cookie(const struct resolved *r)
 {
-	const struct probe_def *pd = &probe_table[r->probe];
-
-	return MP_COOKIE(pd->shape, pd->kind);
+	return r->cookie;
 }
+
 
 /* Probes of one symbol, entry and return together or not at all. */
 static int attach_sym(struct mp_bpf *b, struct target *t, const struct resolved *r,

@@ -63,7 +63,7 @@ void mp_elf_find_funcs(Elf *elf, mp_sym_index_fn index, void *ctx, struct mp_sym
 	}
 }
 
-int mp_elf_vaddr_to_off(Elf *elf, uint64_t v, uint64_t *off, uint64_t *avail)
+int mp_elf_vaddr_to_off(Elf *elf, uint64_t v, uint64_t *off, uint64_t *avail, uint64_t *before)
 {
 	size_t n;
 
@@ -77,6 +77,8 @@ int mp_elf_vaddr_to_off(Elf *elf, uint64_t v, uint64_t *off, uint64_t *avail)
 		if (v >= ph.p_vaddr && v < ph.p_vaddr + ph.p_filesz) {
 			*off = v - ph.p_vaddr + ph.p_offset;
 			*avail = ph.p_vaddr + ph.p_filesz - v;
+			if (before)
+				*before = v - ph.p_vaddr;
 			return 0;
 		}
 	}

@@ -35,8 +35,9 @@ typedef int (*mp_sym_index_fn)(const char *name, void *ctx);
 void mp_elf_find_funcs(Elf *elf, mp_sym_index_fn index, void *ctx, struct mp_sym_found *found);
 
 /* Virtual address -> file offset through the PT_LOAD segments; *@avail gets the file bytes
- * from there to the segment's end. Returns 0, -EINVAL or -ENOENT. */
-int mp_elf_vaddr_to_off(Elf *elf, uint64_t v, uint64_t *off, uint64_t *avail);
+ * from there to the segment's end, *@before (if not NULL) the bytes from the segment's start.
+ * Returns 0, -EINVAL or -ENOENT. */
+int mp_elf_vaddr_to_off(Elf *elf, uint64_t v, uint64_t *off, uint64_t *avail, uint64_t *before);
 
 /*
  * Read the code of the function at file offset req->addr of @fd (@size bytes, or 64 if the

@@ -22,8 +22,12 @@
  *	wl_alloc ctl               commands on stdin (see run_ctl)
  *	wl_alloc spin FILE         write the pid to FILE after a first round, then allocate and
  *	                           free forever (for the SIGKILL test)
+ *	wl_alloc libcmaps N        N blocks of 1 MiB that glibc's malloc maps with mmap, 8 threads
+ *	                           at once (glibc maps their stacks), N mmaps of the program's own:
+ *	                           only the malloc and mmap sites are allocations of the program
  */
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -306,6 +310,36 @@ static int run_sites(long scale)
 	return 0;
 }
 
+static void *idle_thread(void *arg)
+{
+	return arg;
+}
+
+static int run_libcmaps(long n)
+{
+	pthread_t t[8];
+
+	/* No dynamic threshold: every block of 1 MiB is an mmap made inside malloc. */
+	if (!mallopt(M_MMAP_THRESHOLD, 64 * 1024))
+		die("mallopt");
+	for (long i = 0; i < n; i++)
+		free(wl_site_large(1 << 20));
+	truth("wl_site_large", (uint64_t)n * words(1 << 20), 0, (uint64_t)n);
+	/* Eight stacks of 8 MiB mapped by pthread_create at once (the stack cache holds none). */
+	for (int i = 0; i < 8; i++)
+		if (pthread_create(&t[i], NULL, idle_thread, NULL))
+			die("pthread_create");
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	for (long i = 0; i < n; i++) {
+		void *p = wl_site_mmap(1 << 20);
+
+		munmap(p, 1 << 20);
+	}
+	truth("wl_site_mmap", (uint64_t)n * words(1 << 20), 0, (uint64_t)n);
+	return 0;
+}
+
 struct queue {
 	void **slots;
 	long n, size;
@@ -489,7 +523,9 @@ int main(int argc, char **argv)
 		return run_ctl();
 	if (!strcmp(mode, "spin") && argc == 3)
 		return run_spin(argv[2]);
+	if (!strcmp(mode, "libcmaps") && argc == 3)
+		return run_libcmaps(atol(argv[2]));
 	fprintf(stderr, "usage: wl_alloc equal N SIZE [K] | sites [SCALE] | threads T N SIZE | "
-		"fork | exec | deep | ctl | spin FILE\n");
+		"fork | exec | deep | ctl | spin FILE | libcmaps N\n");
 	return 2;
 }
