@@ -88,11 +88,12 @@ test-bins: $(UNIT_TESTS) $(BPF_TESTS)
 deps:
 	$(Q)scripts/install-deps
 
-# make check: dependencies, a warnings-as-errors build, the sanitizer build of the unit tier,
-# then every tier through one runner with one closing line.
+# make check: dependencies, a warnings-as-errors build, the sanitizer build of the unit tier
+# and of memprofctl (tests/bpf/record-sanitizers.sh), then every tier through one runner with
+# one closing line.
 check: deps
 	$(Q)$(MAKE) --no-print-directory all test-bins
-	$(Q)$(MAKE) --no-print-directory B=$(B)/asan SAN=1 unit-tests
+	$(Q)$(MAKE) --no-print-directory B=$(B)/asan SAN=1 unit-tests $(B)/asan/bin/memprofctl
 	$(Q)$(MAKE) --no-print-directory fuzz
 	$(Q)MP_BUILD=$(abspath $(B)) MP_ASAN_BUILD=$(abspath $(B)/asan) tests/run
 

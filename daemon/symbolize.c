@@ -859,7 +859,8 @@ static struct cu_index *cu_index_get(struct module *m, Dwarf_Die *cudie)
 		free(ix);
 		return NULL;
 	}
-	qsort(ix->r, ix->n, sizeof(ix->r[0]), fn_range_cmp);
+	if (ix->n > 1)	/* a CU without functions has no array at all */
+		qsort(ix->r, ix->n, sizeof(ix->r[0]), fn_range_cmp);
 	return ix;
 }
 
