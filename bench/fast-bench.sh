@@ -10,13 +10,16 @@
 # median over the pairs. Times are the loop's own (start-up and attaching are outside). Not a
 # test: prints a table and writes bench/results/fast-latest.txt. The machine must be otherwise
 # idle: other load shows up as noise in the ratio's min-max. THREADS="1" RATES="512KiB" select
-# rows (short runs while iterating: RUNS=3 OPS=2000000).
+# rows (short runs while iterating: RUNS=3 OPS=2000000). Each row is run twice: immediate
+# reports (mode "immediate") and the deferred mode, --batch $BATCH (mode "batchN", default
+# BATCH=8; BATCH= leaves those rows out).
 set -eu
 B=${BENCH_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
 BIN=$B/bench/fast_bench
 CTL=$B/bin/memprofctl
 RUNS=${RUNS:-7}
 OPS=${OPS:-4000000}
+BATCH=${BATCH-8}
 OUT=$(cd "$(dirname "$0")" && pwd)/results/fast-latest.txt
 
 [ "$(id -u)" -eq 0 ] || { echo "bench-fast: needs root (BPF)"; exit 1; }
@@ -64,7 +67,7 @@ PY
 
 {
 echo "bench-fast: $(date -u +%FT%TZ) $(uname -r), $RUNS paired runs of $OPS ops per thread"
-printf '%-8s %-14s %7s %7s  %-21s %8s  %s\n' threads rate "A ns/op" "B ns/op" \
+printf '%-8s %-14s %-10s %7s %7s  %-21s %8s  %s\n' threads rate mode "A ns/op" "B ns/op" \
 	"ratio A/B (min-max)" blocks "µs/sampled block (incl. free)"
 for th in ${THREADS:-1 2}; do
 	for cfg in ${RATES:-512KiB default}; do
@@ -72,14 +75,19 @@ for th in ${THREADS:-1 2}; do
 		512KiB) args=(--interval 524288) ;;
 		default) args=() ;;
 		esac
-		run_a "$th" "${args[@]}" >/dev/null	# warm-up
-		: >"$tmp/pairs"
-		for _ in $(seq "$RUNS"); do
-			a=$(run_a "$th" "${args[@]}" || echo failed)
-			b=$(run_b "$th" || echo failed)
-			echo "$a $b" >>"$tmp/pairs"
+		for mode in immediate ${BATCH:+batch$BATCH}; do
+			margs=("${args[@]}")
+			[ "$mode" = immediate ] || margs+=(--batch "$BATCH")
+			run_a "$th" "${margs[@]}" >/dev/null	# warm-up
+			: >"$tmp/pairs"
+			for _ in $(seq "$RUNS"); do
+				a=$(run_a "$th" "${margs[@]}" || echo failed)
+				b=$(run_b "$th" || echo failed)
+				echo "$a $b" >>"$tmp/pairs"
+			done
+			printf '%-8s %-14s %-10s %s\n' "$th" "$cfg" "$mode" \
+				"$(summary "$tmp/pairs" "$th")"
 		done
-		printf '%-8s %-14s %s\n' "$th" "$cfg" "$(summary "$tmp/pairs" "$th")"
 	done
 done
 } | tee "$OUT"

@@ -269,20 +269,23 @@ static __always_inline __u64 data_wake_flags(__u64 size)
 		       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
-static __always_inline void stat_inc(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
-
-	if (v)
-		*v += 1;
-}
-
+/*
+ * Per-CPU counters, added to atomically: uprobe programs run with migration disabled but not
+ * preemption, so another thread of the process can run the same program on this CPU between
+ * a plain load and store, and an update would be lost (the counts are exact: tests compare
+ * MP_STAT_CALLS with the workload's own count).
+ */
 static __always_inline void stat_add(__u32 idx, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
 
 	if (v)
-		*v += n;
+		__sync_fetch_and_add(v, n);
+}
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	stat_add(idx, 1);
 }
 
 static __always_inline struct tstate *tstate_get(bool create)
@@ -427,8 +430,9 @@ static __always_inline void hits_flush(struct tstate *st, __u32 tgid)
 		h = bpf_map_lookup_elem(&phits, &tgid);
 	}
 	if (h) {
-		h->entries += st->hit_entries;
-		h->returns += st->hit_returns;
+		/* shared by the process' threads on every CPU */
+		__sync_fetch_and_add(&h->entries, st->hit_entries);
+		__sync_fetch_and_add(&h->returns, st->hit_returns);
 	}
 	st->hit_entries = st->hit_returns = 0;
 }
@@ -1235,6 +1239,8 @@ struct pl_alloc {
 	struct mp_preload_alloc_head r;
 	__u64 pid_tgid;
 	__u64 rec;		/* the record in the target */
+	__u64 frames;		/* its frames[] in the target */
+	__u64 time_ns;		/* deferred (memprof:flush): when sampled; 0: now */
 	__u64 lo, hi;		/* the library's mapping */
 	__u32 profile;
 	__u32 max_frames;
@@ -1255,11 +1261,13 @@ static __noinline int pl_emit_walked_##CAP(struct pl_alloc *a, __u64 nfr)       
 	if (nfr > (CAP))                                                                       \
 		nfr = (CAP);                                                                   \
 	hdr_fill(&e->h, MP_EV_ALLOC, a->pid_tgid, a->profile);                                 \
+	if (a->time_ns)                                                                        \
+		e->h.time_ns = a->time_ns;                                                     \
 	e->addr = a->r.id;	/* preload records are keyed by id: see MP_KIND_F_PRELOAD */  \
 	e->size = a->r.size;                                                                   \
 	e->remaining = a->r.nsamples;	/* final: see MP_KIND_F_PRELOAD */                     \
 	e->kind = (a->r.kind & MP_KIND_MASK) | MP_KIND_F_PRELOAD;                              \
-	if (bpf_probe_read_user(e->stack, 8 * nfr, (void *)(a->rec + MP_PL_REC_FRAMES))) {     \
+	if (bpf_probe_read_user(e->stack, 8 * nfr, (void *)a->frames)) {                       \
 		stat_inc(MP_STAT_STACK_ERRORS);                                                \
 		nfr = 0;                                                                       \
 	}                                                                                      \
@@ -1346,6 +1354,8 @@ int mp_usdt_alloc(struct pt_regs *ctx)
 		return 0;
 	a.pid_tgid = pid_tgid;
 	a.rec = rec;
+	a.frames = rec + MP_PL_REC_FRAMES;
+	a.time_ns = 0;
 	a.lo = pt->lo;
 	a.hi = pt->hi;
 	a.profile = cfg->profile;
@@ -1413,4 +1423,71 @@ SEC("usdt")
 int mp_usdt_free_batch(struct pt_regs *ctx)
 {
 	return pl_free_common(PT_REGS_PARM1(ctx), (__u32)PT_REGS_PARM2(ctx));
+}
+
+/*
+ * Deferred mode (MEMPROF_BATCH): memprof:flush passes the library's queue, struct
+ * memprof_preload_queue: up to MP_PL_QUEUE_MAX walked samples, each stamped with the
+ * CLOCK_MONOTONIC time it was sampled at (the records keep it, never later than now: the trace
+ * writer keeps a trace's times monotone), then the queued frees, which may name those samples.
+ */
+static __noinline int pl_flush_one(__u64 pid_tgid, struct mp_proc_cfg *cfg,
+				   struct mp_preload_target *pt, __u64 entry, __u64 now)
+{
+	struct mp_preload_queued_head qh;
+	struct pl_alloc a;
+	__u32 nfr;
+
+	if (bpf_probe_read_user(&qh, sizeof(qh), (void *)entry)) {
+		stat_inc(MP_STAT_STACK_ERRORS);
+		return 0;
+	}
+	if (qh.r.generation != pt->gen || !(cfg->flags & MP_PROC_SAMPLING) || !qh.r.addr ||
+	    !qh.r.nsamples || !qh.r.id || qh.r.nframes < 0)
+		return 0;
+	a.r = qh.r;
+	a.pid_tgid = pid_tgid;
+	a.rec = entry;
+	a.frames = entry + sizeof(qh);
+	a.time_ns = qh.time_ns && qh.time_ns <= now ? qh.time_ns : now;
+	a.lo = pt->lo;
+	a.hi = pt->hi;
+	a.profile = cfg->profile;
+	a.max_frames = cfg->max_frames;
+	if (a.max_frames == 0 || a.max_frames > MP_MAX_STACK)
+		a.max_frames = MP_MAX_STACK;
+	nfr = (__u32)a.r.nframes < a.max_frames ? (__u32)a.r.nframes : a.max_frames;
+	if (nfr <= 16)
+		return pl_emit_walked_16(&a, nfr);
+	if (nfr <= 32)
+		return pl_emit_walked_32(&a, nfr);
+	return pl_emit_walked_127(&a, nfr);
+}
+
+SEC("usdt")
+int mp_usdt_flush(struct pt_regs *ctx)
+{
+	__u64 q = PT_REGS_PARM1(ctx);
+	__u64 pid_tgid = mp_current_ids();
+	__u32 tgid = pid_tgid >> 32, n[2];	/* nfree, nalloc */
+	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+	struct mp_preload_target *pt;
+	__u64 now;
+
+	if (!cfg) {
+		stat_inc(MP_STAT_FOREIGN_CALLS);
+		return 0;
+	}
+	pt = bpf_map_lookup_elem(&pltargets, &tgid);
+	if (!pt || bpf_probe_read_user(n, sizeof(n), (void *)q))
+		return 0;
+	now = bpf_ktime_get_ns();
+	for (__u32 i = 0; i < MP_PL_QUEUE_MAX; i++) {
+		if (i >= n[1])
+			break;
+		pl_flush_one(pid_tgid, cfg, pt, q + MP_PL_QUEUE_ALLOCS + i * MP_PL_QUEUED_SIZE, now);
+	}
+	/* After the allocs they may name. */
+	pl_frees(pid_tgid, cfg->profile, q + 8, n[0]);
+	return 0;
 }

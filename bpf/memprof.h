@@ -145,6 +145,20 @@ struct mp_preload_alloc_head {
 #define MP_PL_REC_FREE_IDS	48	/* offsetof free_ids */
 #define MP_PL_REC_FRAMES	(48 + 8 * MP_FREE_BATCH_MAX)	/* offsetof frames */
 
+/*
+ * Deferred mode: struct memprof_preload_queue, what memprof:flush points to: nfree, nalloc,
+ * free_ids[MP_FREE_BATCH_MAX], then MP_PL_QUEUE_MAX entries of MP_PL_QUEUED_SIZE bytes, each
+ * this head followed by its frames[MP_MAX_STACK].
+ */
+#define MP_PL_QUEUE_MAX		16
+#define MP_PL_QUEUE_ALLOCS	(8 + 8 * MP_FREE_BATCH_MAX)	/* offsetof allocs */
+#define MP_PL_QUEUED_SIZE	(8 + 48 + 8 * MP_MAX_STACK)
+
+struct mp_preload_queued_head {
+	__u64 time_ns;		/* CLOCK_MONOTONIC when sampled */
+	struct mp_preload_alloc_head r;	/* nfree 0; nframes >= 0 */
+};
+
 struct mp_proc_event {
 	struct mp_event_hdr h;
 	__u32 other_pid;	/* FORK: the child; EXEC: the old pid if it changed */
@@ -302,6 +316,8 @@ _Static_assert(sizeof(struct mp_free_event) == 40, "free layout");
 _Static_assert(sizeof(struct mp_proc_event) == 32, "proc layout");
 _Static_assert(sizeof(struct mp_free_batch_event) == 32 + 8 * MP_FREE_BATCH_MAX, "batch layout");
 _Static_assert(sizeof(struct mp_preload_alloc_head) == MP_PL_REC_FREE_IDS, "preload rec head");
+_Static_assert(sizeof(struct mp_preload_queued_head) + 8 * MP_MAX_STACK == MP_PL_QUEUED_SIZE,
+	       "preload queued record");
 _Static_assert(sizeof(struct mp_proc_cfg) == 32, "proc cfg layout");
 _Static_assert(sizeof(struct mp_ustack) == 32, "ustack layout");
 #endif

@@ -2042,10 +2042,12 @@ static void pl_retire_links(struct mp_bpf *b, struct target *t)
  */
 static int pl_attach(struct mp_bpf *b, struct target *t)
 {
-	static const char *const names[3] = { "alloc", "free", "free_batch" };
-	struct bpf_program *progs[3] = { b->skel->progs.mp_usdt_alloc,
+	/* "flush" (deferred mode, MEMPROF_BATCH) last: a library without it is fine. */
+	static const char *const names[4] = { "alloc", "free", "free_batch", "flush" };
+	struct bpf_program *progs[4] = { b->skel->progs.mp_usdt_alloc,
 					 b->skel->progs.mp_usdt_free,
-					 b->skel->progs.mp_usdt_free_batch };
+					 b->skel->progs.mp_usdt_free_batch,
+					 b->skel->progs.mp_usdt_flush };
 	struct mp_proc_cfg cfg;
 	struct pl_found pf;
 	struct stat st;
@@ -2091,11 +2093,13 @@ static int pl_attach(struct mp_bpf *b, struct target *t)
 		t->pl_pending = 0;
 		return (int)t->nlinks;	/* exec'd into the same library: the probes stay */
 	}
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		struct plink l = { .fd = -1 };
 
 		l.l = bpf_program__attach_usdt(progs[i], t->pid, pf.path, "memprof", names[i],
 					       NULL);
+		if (!l.l && i == 3 && errno == ENOENT)
+			continue;	/* an older library: no deferred mode */
 		if (!l.l) {
 			err = -errno;
 			logf_(b, 3, "Failed to attach USDT probe memprof:%s in '%s' (pid %d): %s",

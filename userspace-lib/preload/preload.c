@@ -83,6 +83,15 @@ _Static_assert(offsetof(struct memprof_preload_alloc_rec, free_ids) == MP_PL_REC
 		       offsetof(struct memprof_preload_alloc_rec, nframes) ==
 			       offsetof(struct mp_preload_alloc_head, nframes),
 	       "bpf/memprof.h's view of the alloc record");
+_Static_assert(MEMPROF_PRELOAD_MAX_BATCH == MP_PL_QUEUE_MAX &&
+		       offsetof(struct memprof_preload_queue, allocs) == MP_PL_QUEUE_ALLOCS &&
+		       offsetof(struct memprof_preload_queue, free_ids) == 8 &&
+		       sizeof(struct memprof_preload_queued_alloc) == MP_PL_QUEUED_SIZE &&
+		       offsetof(struct memprof_preload_queued_alloc, addr) ==
+			       offsetof(struct mp_preload_queued_head, r) &&
+		       offsetof(struct memprof_preload_queued_alloc, frames) ==
+			       sizeof(struct mp_preload_queued_head),
+	       "bpf/memprof.h's view of the deferred queue");
 
 /* ---- state ---------------------------------------------------------------------------- */
 
@@ -105,6 +114,10 @@ struct pl_thread {
 	uint8_t in_slow;	/* inside the sampling path: signal handlers do not nest into it */
 	uintptr_t stk_lo, stk_hi;	/* this thread's stack, checked readable */
 	uintptr_t stk_bad;	/* highest page below stk_lo found not readable, or 0 */
+	/* Deferred mode: ids freed by a signal handler that interrupted this thread while it
+	 * held the queue; the holder moves them into the queue before it lets go. */
+	uint32_t nlate;
+	uint64_t late[8];
 };
 
 static __thread struct pl_thread pl_tls __attribute__((tls_model("initial-exec")));
@@ -118,21 +131,28 @@ static struct {
 	bool ready;		/* constructor done: environment read */
 	bool exiting;		/* destructor ran: frees are reported one by one */
 	bool no_walk;		/* MEMPROF_WALK=0: the profiler walks every stack */
+	uint32_t batch;		/* MEMPROF_BATCH: allocs per memprof:flush, 0: immediate */
 	uint64_t next_id;	/* ids of sampled blocks (atomic) */
 	pthread_t main_thread;	/* whose stack ends at __libc_stack_end */
 } pl_g = { .env_rate = MEMPROF_PRELOAD_DEFAULT_RATE, .test_fd = -1 };
 
 /*
- * Ids of sampled blocks freed and not reported yet. The lock is only ever tried: a thread
- * (or a signal handler interrupting the holder) that finds it taken reports its free at once.
+ * Ids of sampled blocks freed and not reported yet (q.free_ids), and in deferred mode the
+ * sampled blocks not reported yet (q.allocs). The lock is only ever tried: a thread (or a
+ * signal handler interrupting the holder) that finds it taken reports its free at once; in
+ * deferred mode a free waits for another holder instead, or, when the holder is its own
+ * thread, leaves its id in the thread's late[] (see pl_batch_free()).
  */
 static struct {
-	int busy;
-	uint32_t n;
-	uint64_t ids[MEMPROF_PRELOAD_FREE_BATCH];
+	uintptr_t busy;		/* 0: free; 1: held; deferred mode: the holder's struct pl_thread */
+	struct memprof_preload_queue q;
 } pl_pending;
 
 static void pl_pending_flush(bool wait);
+static bool pl_batch_lock(bool wait);
+static void pl_batch_send(void);
+static void pl_batch_unlock(void);
+static void pl_batch_free(uint64_t id, uintptr_t addr, uint32_t kind);
 static bool pl_release(void *p, uint32_t kind);
 
 /* The library's own image: return addresses in it are dropped from the top of a walk. */
@@ -152,6 +172,7 @@ PL_EXPORT struct memprof_preload_config memprof_preload_config = {
 PL_HIDDEN unsigned short memprof_alloc_semaphore __attribute__((section(".probes"), used));
 PL_HIDDEN unsigned short memprof_free_semaphore __attribute__((section(".probes"), used));
 PL_HIDDEN unsigned short memprof_free_batch_semaphore __attribute__((section(".probes"), used));
+PL_HIDDEN unsigned short memprof_flush_semaphore __attribute__((section(".probes"), used));
 
 static inline void stat_add(enum memprof_preload_stat s, int64_t v)
 {
@@ -385,9 +406,28 @@ static __attribute__((noinline, noipa)) void memprof_preload_free_batch_hook(con
 	stat_add(MEMPROF_PRELOAD_STAT_BATCHED_IDS, count);
 }
 
+/* Deferred mode: the queue, locked by the caller. */
+static __attribute__((noinline, noipa)) void
+memprof_preload_flush_hook(const struct memprof_preload_queue *q)
+{
+	PL_ARG(a0, "rdi", q);
+
+	STAP_PROBE1(memprof, flush, a0);
+	stat_add(MEMPROF_PRELOAD_STAT_BATCH_HOOKS, 1);
+	stat_add(MEMPROF_PRELOAD_STAT_BATCHED_IDS, q->nfree);
+}
+
+static inline bool pl_pending_trylock_as(uintptr_t holder)
+{
+	uintptr_t expect = 0;
+
+	return __atomic_compare_exchange_n(&pl_pending.busy, &expect, holder, false,
+					   __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
 static inline bool pl_pending_trylock(void)
 {
-	return !__atomic_exchange_n(&pl_pending.busy, 1, __ATOMIC_ACQUIRE);
+	return pl_pending_trylock_as(1);
 }
 
 static inline void pl_pending_unlock(void)
@@ -398,10 +438,10 @@ static inline void pl_pending_unlock(void)
 /* Take the pending ids into @ids (the buffer locked by the caller). */
 static uint32_t pl_pending_take(uint64_t *ids)
 {
-	uint32_t n = pl_pending.n;
+	uint32_t n = pl_pending.q.nfree;
 
-	memcpy(ids, pl_pending.ids, n * sizeof(*ids));
-	pl_pending.n = 0;
+	memcpy(ids, pl_pending.q.free_ids, n * sizeof(*ids));
+	pl_pending.q.nfree = 0;
 	return n;
 }
 
@@ -423,7 +463,17 @@ static __attribute__((noinline)) void pl_pending_send(void)
 /* Report the pending ids now. @wait: retry while another thread holds the buffer (exit). */
 static void pl_pending_flush(bool wait)
 {
-	if (!__atomic_load_n(&pl_pending.n, __ATOMIC_RELAXED))
+	if (pl_g.batch) {
+		if (!__atomic_load_n(&pl_pending.q.nfree, __ATOMIC_RELAXED) &&
+		    !__atomic_load_n(&pl_pending.q.nalloc, __ATOMIC_RELAXED))
+			return;
+		if (!pl_batch_lock(wait))
+			return;
+		pl_batch_send();
+		pl_batch_unlock();
+		return;
+	}
+	if (!__atomic_load_n(&pl_pending.q.nfree, __ATOMIC_RELAXED))
 		return;
 	for (int tries = 0; !pl_pending_trylock(); tries++) {
 		if (!wait || tries >= 1000)
@@ -455,6 +505,8 @@ static bool pl_batching(void)
  */
 static void pl_free_report(uint64_t id, uintptr_t addr, uint32_t kind)
 {
+	if (pl_g.batch)
+		return pl_batch_free(id, addr, kind);
 	if (pl_g.test_fd >= 0 && !pl_pending_trylock()) {
 		/* test log: busy buffer, reported alone (pl_signal.c checks this path) */
 		pl_test_log(MEMPROF_PRELOAD_REC_FREE, kind, addr, 0, 0, 0);
@@ -472,9 +524,9 @@ static void pl_free_report(uint64_t id, uintptr_t addr, uint32_t kind)
 		memprof_preload_free_hook(id, addr, kind);
 		return;
 	}
-	pl_pending.ids[pl_pending.n++] = id;
+	pl_pending.q.free_ids[pl_pending.q.nfree++] = id;
 	stat_add(MEMPROF_PRELOAD_STAT_FREES_QUEUED, 1);
-	if (pl_pending.n == MEMPROF_PRELOAD_FREE_BATCH)
+	if (pl_pending.q.nfree == MEMPROF_PRELOAD_FREE_BATCH)
 		pl_pending_send();
 	else
 		pl_pending_unlock();
@@ -482,6 +534,172 @@ static void pl_free_report(uint64_t id, uintptr_t addr, uint32_t kind)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (unlikely(__atomic_load_n(&pl_g.exiting, __ATOMIC_RELAXED)))
 		pl_pending_flush(false);
+}
+
+/* ---- deferred mode (MEMPROF_BATCH) ----------------------------------------------------
+ *
+ * Walked samples wait in pl_pending.q.allocs, frees in pl_pending.q.free_ids, both under the
+ * lock, so one memprof:flush reports several samples; the profiler emits the allocs before the
+ * frees. A free never overtakes its alloc: every free of a sampled block goes through the
+ * queue (waiting for another thread's hold; a signal handler that interrupted its own thread's
+ * hold leaves the id in late[], moved into the queue before the lock is let go), and an alloc
+ * reported at once takes the pending frees only when no alloc is queued.
+ */
+static uint64_t pl_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* vDSO: no system call */
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Queue locked: report it (allocs, then frees) and empty it. */
+static void pl_batch_send(void)
+{
+	struct memprof_preload_queue *q = &pl_pending.q;
+
+	if (!q->nalloc && !q->nfree)
+		return;
+	memprof_preload_flush_hook(q);
+	q->nalloc = 0;
+	q->nfree = 0;
+}
+
+/* Queue locked: append a freed id; full ids go out at once. */
+static void pl_batch_add_free(uint64_t id)
+{
+	struct memprof_preload_queue *q = &pl_pending.q;
+
+	q->free_ids[q->nfree++] = id;
+	stat_add(MEMPROF_PRELOAD_STAT_FREES_QUEUED, 1);
+	if (q->nfree >= MEMPROF_PRELOAD_FREE_BATCH)
+		pl_batch_send();
+}
+
+/*
+ * Lock the queue. @wait: spin (then yield) while another thread holds it. False when it is
+ * busy and not waited for, or held by this very thread (a signal handler interrupted it).
+ */
+static bool pl_batch_lock(bool wait)
+{
+	struct pl_thread *self = &pl_tls;
+
+	for (unsigned int tries = 0; !pl_pending_trylock_as((uintptr_t)self); tries++) {
+		if (!wait || __atomic_load_n(&pl_pending.busy, __ATOMIC_RELAXED) == (uintptr_t)self)
+			return false;
+		if (tries >= 64)
+			sched_yield();
+		else
+			__builtin_ia32_pause();
+	}
+	return true;
+}
+
+/* Move the ids a signal handler left in late[] into the queue (locked). */
+static void pl_batch_drain_late(struct pl_thread *t)
+{
+	uint32_t n;
+
+	while ((n = __atomic_load_n(&t->nlate, __ATOMIC_RELAXED)) != 0) {
+		uint64_t id = t->late[n - 1];
+
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		if (__atomic_compare_exchange_n(&t->nlate, &n, n - 1, false, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			pl_batch_add_free(id);
+	}
+}
+
+static void pl_batch_unlock(void)
+{
+	struct pl_thread *t = &pl_tls;
+
+	for (;;) {
+		pl_batch_drain_late(t);
+		__atomic_store_n(&pl_pending.busy, 0, __ATOMIC_RELEASE);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		/* a handler struck between the drain and the store */
+		if (!__atomic_load_n(&t->nlate, __ATOMIC_RELAXED) || !pl_batch_lock(false))
+			return;
+	}
+}
+
+static bool pl_batch_too_old(uint64_t now)
+{
+	const struct memprof_preload_queue *q = &pl_pending.q;
+
+	return q->nalloc && now - q->allocs[0].time_ns > MEMPROF_PRELOAD_BATCH_AGE_NS;
+}
+
+/* The destructor may have flushed since we looked at "exiting": then nobody else will. */
+static void pl_batch_after_exit(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (unlikely(__atomic_load_n(&pl_g.exiting, __ATOMIC_RELAXED)))
+		pl_pending_flush(false);
+}
+
+static void pl_batch_free(uint64_t id, uintptr_t addr, uint32_t kind)
+{
+	struct pl_thread *t = &pl_tls;
+
+	if (pl_g.test_fd >= 0)
+		pl_test_log(MEMPROF_PRELOAD_REC_FREE, kind, addr, 0, 0, 0);
+	if (!id)
+		return;		/* sampled for an in-process profile: not the profiler's */
+	if (!pl_batch_lock(true)) {
+		/* A signal handler interrupted this thread's hold: its alloc may be queued. */
+		uint32_t n = t->nlate;
+
+		if (n < sizeof(t->late) / sizeof(t->late[0])) {
+			t->late[n] = id;
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			__atomic_store_n(&t->nlate, n + 1, __ATOMIC_RELAXED);
+		} else {
+			memprof_preload_free_hook(id, addr, kind);
+		}
+		return;
+	}
+	pl_batch_add_free(id);
+	if (!pl_batching() || (pl_pending.q.nalloc && pl_batch_too_old(pl_now_ns())))
+		pl_batch_send();
+	pl_batch_unlock();
+	pl_batch_after_exit();
+}
+
+/* Queue a walked sample (@rec: nfree 0). False: report it at once (busy queue, exiting). */
+static bool pl_batch_alloc(const struct memprof_preload_alloc_rec *rec)
+{
+	struct memprof_preload_queue *q = &pl_pending.q;
+	struct memprof_preload_queued_alloc *e;
+	uint64_t now = pl_now_ns();
+
+	if (__atomic_load_n(&pl_g.exiting, __ATOMIC_RELAXED) || !pl_batch_lock(false))
+		return false;
+	if (q->nalloc >= MEMPROF_PRELOAD_MAX_BATCH)	/* cannot be: sent at pl_g.batch */
+		pl_batch_send();
+	e = &q->allocs[q->nalloc];
+	e->time_ns = now;
+	e->addr = rec->addr;
+	e->size = rec->size;
+	e->nsamples = rec->nsamples;
+	e->id = rec->id;
+	e->kind = rec->kind;
+	e->generation = rec->generation;
+	e->nfree = 0;
+	e->nframes = rec->nframes;
+	memcpy(e->frames, rec->frames, (size_t)rec->nframes * sizeof(e->frames[0]));
+	q->nalloc++;
+	stat_add(MEMPROF_PRELOAD_STAT_DEFERRED, 1);
+	stat_add(MEMPROF_PRELOAD_STAT_SAMPLES, (int64_t)rec->nsamples);
+	if (pl_g.test_fd >= 0)
+		pl_test_log(MEMPROF_PRELOAD_REC_ALLOC, rec->kind, rec->addr, rec->size,
+			    rec->nsamples, rec->generation);
+	if (q->nalloc >= pl_g.batch || pl_batch_too_old(now))
+		pl_batch_send();
+	pl_batch_unlock();
+	pl_batch_after_exit();
+	return true;
 }
 
 /* ---- frame-pointer walk --------------------------------------------------------------- */
@@ -638,8 +856,27 @@ static void pl_cross_finish(int64_t r, void *p, size_t size, uint32_t kind)
 	rec.kind = kind;
 	rec.generation = pl_tls.gen;
 	rec.nfree = 0;
+	if (pl_g.batch) {
+		rec.nframes = pl_g.no_walk ? -1 : pl_walk(rec.frames);
+		if (rec.nframes >= 0 && pl_batch_alloc(&rec)) {
+			errno = saved;
+			return;
+		}
+		/* At once: the pending frees ride along if none can name a queued alloc. */
+		if (__atomic_load_n(&pl_pending.q.nfree, __ATOMIC_RELAXED) &&
+		    pl_batch_lock(false)) {
+			if (!pl_pending.q.nalloc)
+				rec.nfree = pl_pending_take(rec.free_ids);
+			pl_batch_unlock();
+		}
+		if (rec.nframes < 0)
+			stat_add(MEMPROF_PRELOAD_STAT_UNWALKED, 1);
+		memprof_preload_alloc_hook(&rec);
+		errno = saved;
+		return;
+	}
 	/* The pending frees ride along. */
-	if (__atomic_load_n(&pl_pending.n, __ATOMIC_RELAXED) && pl_pending_trylock()) {
+	if (__atomic_load_n(&pl_pending.q.nfree, __ATOMIC_RELAXED) && pl_pending_trylock()) {
 		rec.nfree = pl_pending_take(rec.free_ids);
 		pl_pending_unlock();
 	}
@@ -1172,7 +1409,7 @@ PL_CXX(void, pl_op_del_arr_al_nt, "_ZdaPvSt11align_val_tRKSt9nothrow_t", void *p
  * The sites are found once, at load, when no probe can have been hit yet: the hooks run only
  * after pl_init().
  */
-#define PL_USDT_SITES 3
+#define PL_USDT_SITES 4
 
 static uint8_t *pl_usdt_site[PL_USDT_SITES];
 
@@ -1238,7 +1475,9 @@ static void pl_atfork_child(void)
 	pl_thread_seed(t);
 	/* The parent reports its own pending frees; the lock may have been held by a thread
 	 * that does not exist here. */
-	pl_pending.n = 0;
+	pl_pending.q.nfree = 0;
+	pl_pending.q.nalloc = 0;	/* deferred mode: the parent reports its samples */
+	t->nlate = 0;
 	pl_pending.busy = 0;
 	if (t->state == PL_T_ARMED && !t->in_slow)
 		t->countdown = pl_draw_geom(&t->rng, t->log1m);
@@ -1246,6 +1485,13 @@ static void pl_atfork_child(void)
 		if (i != MEMPROF_PRELOAD_STAT_LIVE)
 			memprof_preload_config.stats[i] = 0;
 	pl_usdt_repair_child();
+}
+
+/* Deferred mode: what is queued goes out before fork, rather than waiting in the parent. */
+static void pl_atfork_prepare(void)
+{
+	if (pl_g.batch && pl_g.ready)
+		pl_pending_flush(false);
 }
 
 static bool parse_u64(const char *s, uint64_t *v)
@@ -1284,6 +1530,9 @@ __attribute__((constructor)) static void pl_init(void)
 		pl_g.force = true;
 	if ((s = getenv("MEMPROF_WALK")) && !strcmp(s, "0"))
 		pl_g.no_walk = true;
+	if ((s = getenv("MEMPROF_BATCH")) && parse_u64(s, &v) && v >= 2 &&
+	    v <= MEMPROF_PRELOAD_MAX_BATCH)
+		pl_g.batch = (uint32_t)v;
 	if ((s = getenv("MEMPROF_TEST_LOG")) && parse_u64(s, &v) && v <= INT32_MAX) {
 		pl_g.test_fd = (int)v;
 		pl_g.force = true;
@@ -1292,8 +1541,9 @@ __attribute__((constructor)) static void pl_init(void)
 	pl_usdt_site[0] = pl_find_usdt_site((void *)memprof_preload_alloc_hook);
 	pl_usdt_site[1] = pl_find_usdt_site((void *)memprof_preload_free_hook);
 	pl_usdt_site[2] = pl_find_usdt_site((void *)memprof_preload_free_batch_hook);
+	pl_usdt_site[3] = pl_find_usdt_site((void *)memprof_preload_flush_hook);
 	pl_g.main_thread = pthread_self();
-	pthread_atfork(NULL, NULL, pl_atfork_child);
+	pthread_atfork(pl_atfork_prepare, NULL, pl_atfork_child);
 	__atomic_store_n(&pl_g.ready, true, __ATOMIC_RELEASE);
 	/* Allocations made before this constructor only polled: re-evaluate at the next one. */
 	__atomic_store_n(&pl_tls.countdown, 0, __ATOMIC_RELAXED);

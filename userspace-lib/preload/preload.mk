@@ -74,7 +74,7 @@ BPF_TESTS += $(PL_UBSAN_LIB)
 PL_WL_DIR	:= $(B)/tests/preload
 PL_WL_CFLAGS	= $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(BASE_CFLAGS)) $(CFLAGS)
 PL_WL_C		:= pl_stats pl_check pl_stress pl_signal pl_align pl_usdt pl_config pl_sigfree \
-		   pl_ids pl_walk
+		   pl_ids pl_walk pl_batch
 PL_WL_BINS	:= $(addprefix $(PL_WL_DIR)/,$(PL_WL_C) pl_kinds)
 
 $(addprefix $(PL_WL_DIR)/,$(PL_WL_C)): $(PL_WL_DIR)/%: tests/workloads/%.c \

@@ -14,6 +14,7 @@
  *	memprof:alloc		(const struct memprof_preload_alloc_rec *rec)
  *	memprof:free		(u64 id, u64 addr, u32 kind)
  *	memprof:free_batch	(const u64 *ids, u32 count)
+ *	memprof:flush		(const struct memprof_preload_queue *q)	(deferred mode only)
  *
  *    "alloc" fires once per allocated block that holds at least one sample point, after the
  *    block was allocated and recorded as sampled. Its one argument points to a record in the
@@ -68,6 +69,28 @@
  *    may read the registers directly (memprofd does: each argument fetched through the USDT
  *    spec costs its BPF program about 50 ns).
  *
+ *    Deferred mode (opt-in: MEMPROF_BATCH=N, 2 <= N <= MEMPROF_PRELOAD_MAX_BATCH). A sampled
+ *    block whose frames the library walked is not reported at once: its record (struct
+ *    memprof_preload_queued_alloc: the head of an alloc record, nfree 0, its frames, and
+ *    time_ns, CLOCK_MONOTONIC when it was sampled: the clock of bpf_ktime_get_ns()) is
+ *    appended to a process-wide queue, struct memprof_preload_queue, under the same try-lock
+ *    as the pending frees, which share the queue: allocs[0..nalloc) and free_ids[0..nfree).
+ *    "flush" passes the queue (valid while the probe runs; the lock is held across it) when it
+ *    holds N allocs, when its oldest alloc is older than 10 ms (checked at each sampled alloc
+ *    and at each free of a sampled block), when the free ids fill up, when the library sees
+ *    sampling disarmed or re-armed, before fork (the child drops what it inherits) and at exit
+ *    (the destructor). A profiler reports the allocs, in order, then the frees: a free may name
+ *    an alloc of the same queue. In deferred mode every free of a sampled block goes through
+ *    the queue (a thread that finds it busy waits for the holder; a signal handler that
+ *    interrupted the holder on its own thread leaves its id to the holder), so a block's free
+ *    is never reported before its alloc. A sample the library could not walk (nframes -1, or
+ *    the queue busy: another thread flushing, a signal handler) is reported at once through
+ *    "alloc", as without MEMPROF_BATCH (taking the pending frees only when no alloc is
+ *    queued). A pending sample reaches the profiler late: up to 10 ms, or later when the
+ *    process samples and frees nothing more until it exits; samples still queued when the
+ *    profiler changes the generation (a new rate, a stop) are dropped with it, as any sample
+ *    drawn under an older generation is, and a process killed by a signal loses its queue.
+ *
  * 2. Semaphores. "memprof:alloc" carries the USDT semaphore memprof_alloc_semaphore ("free"
  *    memprof_free_semaphore, "free_batch" memprof_free_batch_semaphore). The kernel
  *    increments it in the target's memory when a uprobe is attached with the note's
@@ -101,6 +124,9 @@
  *	MEMPROF_ARM=1		sample without a probe attached (tests, benchmarks)
  *	MEMPROF_WALK=0		never walk stacks in-process: every alloc record has
  *				nframes -1 and the profiler walks from the probe
+ *	MEMPROF_BATCH=N		deferred mode (see "Deferred mode" above): report walked
+ *				samples N at a time (2..MEMPROF_PRELOAD_MAX_BATCH) through
+ *				memprof:flush; other values leave it off (the default)
  *	MEMPROF_TEST_LOG=FD	also write a struct memprof_preload_test_rec to FD at every
  *				alloc probe site and at every free of a sampled block (when
  *				it is queued or reported), and arm sampling (tests). The
@@ -127,6 +153,8 @@ extern "C" {
 #define MEMPROF_PRELOAD_MAX_LIVE	(1u << 18)
 #define MEMPROF_PRELOAD_FREE_BATCH	64	/* pending-free ids reported at once, at most */
 #define MEMPROF_PRELOAD_MAX_FRAMES	127	/* frames[] of an alloc record */
+#define MEMPROF_PRELOAD_MAX_BATCH	16	/* MEMPROF_BATCH: queued allocs, at most */
+#define MEMPROF_PRELOAD_BATCH_AGE_NS	10000000	/* deferred: oldest queued alloc, at most */
 
 #define MEMPROF_PRELOAD_F_SAMPLING	(1u << 0)	/* profiler wants samples */
 
@@ -153,7 +181,8 @@ enum memprof_preload_stat {
 	MEMPROF_PRELOAD_STAT_ALLOC_HOOKS,	/* memprof:alloc probe sites reached */
 	MEMPROF_PRELOAD_STAT_FREE_HOOKS,	/* memprof:free probe sites reached (frees
 						 * reported one by one) */
-	MEMPROF_PRELOAD_STAT_SAMPLES,		/* sum of nsamples over alloc hooks */
+	MEMPROF_PRELOAD_STAT_SAMPLES,		/* sum of nsamples over alloc hooks and
+						 * queued allocs */
 	MEMPROF_PRELOAD_STAT_LIVE,		/* sampled blocks currently tracked */
 	MEMPROF_PRELOAD_STAT_TABLE_FULL,	/* samples whose frees cannot be tracked */
 	MEMPROF_PRELOAD_STAT_STALE,		/* tracked address handed out again: a free we
@@ -171,10 +200,13 @@ enum memprof_preload_stat {
 						 * trampoline the child does not have */
 	MEMPROF_PRELOAD_STAT_FREES_QUEUED,	/* frees of sampled blocks queued in the
 						 * pending buffer (reported in batches) */
-	MEMPROF_PRELOAD_STAT_BATCH_HOOKS,	/* memprof:free_batch probe sites reached */
-	MEMPROF_PRELOAD_STAT_BATCHED_IDS,	/* ids reported by memprof:free_batch and
-						 * with memprof:alloc (nfree) */
+	MEMPROF_PRELOAD_STAT_BATCH_HOOKS,	/* memprof:free_batch and memprof:flush probe
+						 * sites reached */
+	MEMPROF_PRELOAD_STAT_BATCHED_IDS,	/* ids reported by memprof:free_batch,
+						 * memprof:flush and with memprof:alloc (nfree) */
 	MEMPROF_PRELOAD_STAT_UNWALKED,		/* alloc records with nframes -1 */
+	MEMPROF_PRELOAD_STAT_DEFERRED,		/* allocs queued for memprof:flush (their
+						 * nsamples are in SAMPLES too) */
 	MEMPROF_PRELOAD_STAT__MAX,
 	MEMPROF_PRELOAD_STAT__SLOTS = 16,
 };
@@ -208,6 +240,29 @@ struct memprof_preload_alloc_rec {
 	int32_t nframes;		/* valid entries in frames[], or -1: not walked */
 	uint64_t free_ids[MEMPROF_PRELOAD_FREE_BATCH];	/* freed since the last report */
 	uint64_t frames[MEMPROF_PRELOAD_MAX_FRAMES];	/* innermost first, see above */
+};
+
+/* Deferred mode: a queued sampled block (native endianness). */
+struct memprof_preload_queued_alloc {
+	uint64_t time_ns;		/* CLOCK_MONOTONIC when sampled */
+	/* as in struct memprof_preload_alloc_rec: */
+	uint64_t addr;
+	uint64_t size;
+	uint64_t nsamples;
+	uint64_t id;
+	uint32_t kind;
+	uint32_t generation;
+	uint32_t nfree;			/* 0 */
+	int32_t nframes;		/* >= 0 */
+	uint64_t frames[MEMPROF_PRELOAD_MAX_FRAMES];
+};
+
+/* What memprof:flush points to: allocs first, then frees (which may name them). */
+struct memprof_preload_queue {
+	uint32_t nfree;			/* valid entries in free_ids[], <= FREE_BATCH */
+	uint32_t nalloc;		/* valid entries in allocs[], <= MAX_BATCH */
+	uint64_t free_ids[MEMPROF_PRELOAD_FREE_BATCH];
+	struct memprof_preload_queued_alloc allocs[MEMPROF_PRELOAD_MAX_BATCH];
 };
 
 /* MEMPROF_TEST_LOG record, native endianness. */
