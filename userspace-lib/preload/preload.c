@@ -97,6 +97,8 @@ _Static_assert(MEMPROF_PRELOAD_MAX_BATCH == MP_PL_QUEUE_MAX &&
 
 /* The countdown while the thread is inside the slow path: nested calls never expire it. */
 #define PL_PARKED	(PL_GEOM_MAX * 2)
+/* Pending frees ride along with an immediate alloc report once there are this many. */
+#define PL_RIDE_MIN	8
 
 enum pl_thread_state {
 	PL_T_NEW = 0,		/* zeroed TLS: first allocation takes the slow path */
@@ -875,8 +877,10 @@ static void pl_cross_finish(int64_t r, void *p, size_t size, uint32_t kind)
 		errno = saved;
 		return;
 	}
-	/* The pending frees ride along. */
-	if (__atomic_load_n(&pl_pending.q.nfree, __ATOMIC_RELAXED) && pl_pending_trylock()) {
+	/* The pending frees ride along, several at a time: each batch is a ring record of its
+	 * own in BPF (~0.1 us), so a lone free waits for a few more (PL_RIDE_MIN). */
+	if (__atomic_load_n(&pl_pending.q.nfree, __ATOMIC_RELAXED) >= PL_RIDE_MIN &&
+	    pl_pending_trylock()) {
 		rec.nfree = pl_pending_take(rec.free_ids);
 		pl_pending_unlock();
 	}

@@ -36,7 +36,8 @@
  *    munmap of the mapping's start; or, when the block's end went unseen, e.g. munmap of more
  *    than the mapping or MAP_FIXED over it, the next sample at its address) of a sampled
  *    block appends its id to a process-wide pending buffer; the
- *    buffer goes out with the next "alloc" of any thread (nfree/free_ids), or with "free_batch"
+ *    buffer goes out with the next "alloc" of any thread once it holds 8 ids or more
+ *    (nfree/free_ids: each batch is a ring-buffer record of its own), or with "free_batch"
  *    (ids: count ids, 1 <= count <= MEMPROF_PRELOAD_FREE_BATCH) when it is full, when the library
  *    sees sampling disarmed or re-armed, and at exit (the library's destructor; after it frees are
  *    reported one by one). "free" reports one free at once: when the buffer is busy (another
