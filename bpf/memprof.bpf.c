@@ -1304,20 +1304,20 @@ static __noinline int pl_emit_unwalked(void *ctx, struct pl_alloc *a)
 		n = 0;
 	}
 	nfr = n / sizeof(__u64);
-	/* The stack starts at the probe site, inside the library: drop its frames. */
+	/* The stack starts at the probe site, inside the library: drop its frames by walking
+	 * again with them skipped (this path is rare: the library walks the stack itself when it
+	 * can), which the verifier checks in a moment where a copy loop over MP_MAX_STACK frames
+	 * took most of the program's load time. */
 	for (skip = 0; skip < MP_PL_MAX_SKIP && skip < nfr; skip++)
 		if (e->stack[skip] < a->lo || e->stack[skip] >= a->hi)
 			break;
-	nfr -= skip;
+	if (skip) {
+		n = bpf_get_stack(ctx, e->stack, sizeof(e->stack),
+				  BPF_F_USER_STACK | (skip & BPF_F_SKIP_FIELD_MASK));
+		nfr = n < 0 ? 0 : n / sizeof(__u64);
+	}
 	if (nfr > a->max_frames)
 		nfr = a->max_frames;
-	for (__u32 i = 0; i < MP_MAX_STACK; i++) {
-		__u32 j = i + skip;
-
-		if (i >= nfr || j >= MP_MAX_STACK)
-			break;
-		e->stack[i] = e->stack[j];
-	}
 	e->nframes = nfr;
 	bpf_ringbuf_submit(e, data_wake_flags(sizeof(*e)));
 	stat_inc(MP_STAT_SAMPLED);
