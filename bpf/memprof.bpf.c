@@ -743,19 +743,22 @@ static __always_inline void old_block_settle(struct tstate *st, __u64 pid_tgid, 
 /* Return of an allocator: @ret is its return value. */
 static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 {
-	__u64 pid_tgid = mp_current_ids();
-	__u32 tgid = pid_tgid >> 32;
-	struct mp_sampled_key key = { .tgid = tgid };
+	struct tstate *st = tstate_get(false);
+	struct mp_sampled_key key = {};
 	struct mp_sampled_val val = {};
 	struct mp_alloc_event *e;
 	struct mp_proc_cfg *cfg;
-	struct tstate *st;
-	__u64 addr = ret;
+	__u64 addr = ret, pid_tgid;
+	__u32 tgid;
 
-	st = tstate_get(false);
-	if (st)
-		hits_count(st, tgid, true);
-	if (!st || !st->depth) {
+	if (!st) {
+		stat_inc(MP_STAT_MISSED_RETURNS);
+		return 0;
+	}
+	pid_tgid = mp_thread_ids(st);	/* the entry half cached them */
+	tgid = pid_tgid >> 32;
+	hits_count(st, tgid, true);
+	if (!st->depth) {
 		stat_inc(MP_STAT_MISSED_RETURNS);
 		return 0;
 	}
@@ -803,6 +806,7 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 	if (!cfg || cfg->profile != st->sample_profile)
 		return 0; /* the process left the profile meanwhile */
 
+	key.tgid = tgid;
 	key.addr = addr;
 	val.incarnation = incarnation_get(tgid);
 	val.profile = st->sample_profile;
@@ -1238,7 +1242,6 @@ static __always_inline void pl_frees(__u64 pid_tgid, __u32 profile, __u64 uids, 
 struct pl_alloc {
 	struct mp_preload_alloc_head r;
 	__u64 pid_tgid;
-	__u64 rec;		/* the record in the target */
 	__u64 frames;		/* its frames[] in the target */
 	__u64 time_ns;		/* deferred (memprof:flush): when sampled; 0: now */
 	__u64 lo, hi;		/* the library's mapping */
@@ -1280,6 +1283,32 @@ PL_EMIT_WALKED(16)
 PL_EMIT_WALKED(32)
 PL_EMIT_WALKED(127)
 _Static_assert(MP_MAX_STACK == 127, "PL_EMIT_WALKED(MP_MAX_STACK)");
+
+/* The part of @a that comes from the process' configuration and its preload target. */
+static __always_inline void pl_alloc_target(struct pl_alloc *a, __u64 pid_tgid,
+					    const struct mp_proc_cfg *cfg,
+					    const struct mp_preload_target *pt)
+{
+	a->pid_tgid = pid_tgid;
+	a->lo = pt->lo;
+	a->hi = pt->hi;
+	a->profile = cfg->profile;
+	a->max_frames = cfg->max_frames;
+	if (a->max_frames == 0 || a->max_frames > MP_MAX_STACK)
+		a->max_frames = MP_MAX_STACK;
+}
+
+/* An alloc record with the frames the library walked (a->r.nframes >= 0). */
+static __always_inline int pl_emit_walked(struct pl_alloc *a)
+{
+	__u32 nfr = (__u32)a->r.nframes < a->max_frames ? (__u32)a->r.nframes : a->max_frames;
+
+	if (nfr <= 16)
+		return pl_emit_walked_16(a, nfr);
+	if (nfr <= 32)
+		return pl_emit_walked_32(a, nfr);
+	return pl_emit_walked_127(a, nfr);
+}
 
 /* An alloc record whose stack is walked here, from the probe (the library could not). */
 static __noinline int pl_emit_unwalked(void *ctx, struct pl_alloc *a)
@@ -1334,7 +1363,7 @@ int mp_usdt_alloc(struct pt_regs *ctx)
 {
 	__u64 rec = PT_REGS_PARM1(ctx);
 	__u64 pid_tgid = mp_current_ids();
-	__u32 tgid = pid_tgid >> 32, nfr;
+	__u32 tgid = pid_tgid >> 32;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
 	struct mp_preload_target *pt;
 	struct pl_alloc a;
@@ -1352,24 +1381,12 @@ int mp_usdt_alloc(struct pt_regs *ctx)
 	if (a.r.generation != pt->gen || !(cfg->flags & MP_PROC_SAMPLING) || !a.r.addr ||
 	    !a.r.nsamples || !a.r.id)
 		return 0;
-	a.pid_tgid = pid_tgid;
-	a.rec = rec;
+	pl_alloc_target(&a, pid_tgid, cfg, pt);
 	a.frames = rec + MP_PL_REC_FRAMES;
 	a.time_ns = 0;
-	a.lo = pt->lo;
-	a.hi = pt->hi;
-	a.profile = cfg->profile;
-	a.max_frames = cfg->max_frames;
-	if (a.max_frames == 0 || a.max_frames > MP_MAX_STACK)
-		a.max_frames = MP_MAX_STACK;
 	if (a.r.nframes < 0)
 		return pl_emit_unwalked(ctx, &a);
-	nfr = (__u32)a.r.nframes < a.max_frames ? (__u32)a.r.nframes : a.max_frames;
-	if (nfr <= 16)
-		return pl_emit_walked_16(&a, nfr);
-	if (nfr <= 32)
-		return pl_emit_walked_32(&a, nfr);
-	return pl_emit_walked_127(&a, nfr);
+	return pl_emit_walked(&a);
 }
 
 /* Frees are reported after a stop too, as in uprobe mode. */
@@ -1436,7 +1453,6 @@ static __noinline int pl_flush_one(__u64 pid_tgid, struct mp_proc_cfg *cfg,
 {
 	struct mp_preload_queued_head qh;
 	struct pl_alloc a;
-	__u32 nfr;
 
 	if (bpf_probe_read_user(&qh, sizeof(qh), (void *)entry)) {
 		stat_inc(MP_STAT_STACK_ERRORS);
@@ -1446,22 +1462,10 @@ static __noinline int pl_flush_one(__u64 pid_tgid, struct mp_proc_cfg *cfg,
 	    !qh.r.nsamples || !qh.r.id || qh.r.nframes < 0)
 		return 0;
 	a.r = qh.r;
-	a.pid_tgid = pid_tgid;
-	a.rec = entry;
+	pl_alloc_target(&a, pid_tgid, cfg, pt);
 	a.frames = entry + sizeof(qh);
 	a.time_ns = qh.time_ns && qh.time_ns <= now ? qh.time_ns : now;
-	a.lo = pt->lo;
-	a.hi = pt->hi;
-	a.profile = cfg->profile;
-	a.max_frames = cfg->max_frames;
-	if (a.max_frames == 0 || a.max_frames > MP_MAX_STACK)
-		a.max_frames = MP_MAX_STACK;
-	nfr = (__u32)a.r.nframes < a.max_frames ? (__u32)a.r.nframes : a.max_frames;
-	if (nfr <= 16)
-		return pl_emit_walked_16(&a, nfr);
-	if (nfr <= 32)
-		return pl_emit_walked_32(&a, nfr);
-	return pl_emit_walked_127(&a, nfr);
+	return pl_emit_walked(&a);
 }
 
 SEC("usdt")

@@ -100,18 +100,6 @@ static int parse_u64(const char *s, uint64_t *out)
 
 /* ---- running CMD up to the point where its allocators can be probed ---- */
 
-static int wait_child(pid_t pid, int *st)
-{
-	for (;;) {
-		pid_t r = waitpid(pid, st, __WALL);
-
-		if (r == pid)
-			return 0;
-		if (r < 0 && errno != EINTR)
-			return -errno;
-	}
-}
-
 /* AT_BASE (dynamic linker load address) and AT_ENTRY of a stopped process. */
 static int read_auxv(pid_t pid, uint64_t *base, uint64_t *entry)
 {
@@ -798,7 +786,7 @@ int cmd_record(int argc, char **argv)
 			(int)child, strerror(-r));
 		close(go[1]);	/* EOF: the child exits */
 		go[1] = -1;
-		wait_child(child, &st);
+		record_trace__wait(child, &st);
 		goto out;
 	}
 	if (write(go[1], "", 1) != 1) {
@@ -863,7 +851,7 @@ int cmd_record(int argc, char **argv)
 			tstats.attach_errors);
 
 out_kill:
-	if (reaped || wait_child(child, &st) == 0) {
+	if (reaped || record_trace__wait(child, &st) == 0) {
 		reaped = true;
 		/* CMD's status, unless we failed to start profiling it (then we killed it) */
 		ret = running ? exit_status(st) : 1;

@@ -71,7 +71,7 @@ struct rtrace {
 
 /* ---- primitives ---- */
 
-static int wait_task(pid_t pid, int *st)
+int record_trace__wait(pid_t pid, int *st)
 {
 	for (;;) {
 		pid_t r = waitpid(pid, st, __WALL);
@@ -107,7 +107,7 @@ int record_trace__seize(pid_t pid, bool follow_forks)
 int record_trace__wait_exec(pid_t pid, int *st)
 {
 	for (;;) {
-		int r = wait_task(pid, st), sig = 0;
+		int r = record_trace__wait(pid, st), sig = 0;
 
 		if (r)
 			return r;
@@ -158,7 +158,7 @@ int record_trace__run_to(pid_t pid, uint64_t addr, uint64_t state_addr, int *st)
 			break;
 		}
 		sig = 0;
-		r = wait_task(pid, st);
+		r = record_trace__wait(pid, st);
 		if (r)
 			break;
 		if (!WIFSTOPPED(*st)) {
@@ -502,7 +502,7 @@ static void detach_all(struct rtrace *t)
 			task_del(t, tid);	/* gone */
 			continue;
 		}
-		if (wait_task(tid, &st) || !WIFSTOPPED(st)) {
+		if (record_trace__wait(tid, &st) || !WIFSTOPPED(st)) {
 			task_del(t, tid);
 			continue;
 		}

@@ -35,6 +35,9 @@ struct record_trace_stats {
  */
 int record_trace__seize(pid_t pid, bool follow_forks);
 
+/* waitpid(@pid, @st, __WALL), retried on EINTR. Returns 0 or -errno. */
+int record_trace__wait(pid_t pid, int *st);
+
 /*
  * Wait until the seized @pid stops at its exec, passing signals on meanwhile. Returns 0 (it is
  * stopped at exec), or -ESRCH when it ended first (@st gets its wait status), or -errno.

@@ -482,10 +482,15 @@ static int prop_processes(sd_bus *bus, const char *path, const char *iface, cons
 	return r;
 }
 
-/* How each process is profiled: "uprobe", or "preload" (libmemprof-preload's fast path). */
-static int prop_process_modes(sd_bus *bus, const char *path, const char *iface, const char *prop,
-			      sd_bus_message *reply, void *userdata, sd_bus_error *error)
+/*
+ * ProcessModes: (pid, mode) of each process, "uprobe" or "preload" (libmemprof-preload's fast
+ * path). ProcessDetached: (pid, reason) of each process detached over its overhead budget.
+ */
+static int prop_process_strings(sd_bus *bus, const char *path, const char *iface,
+				const char *prop, sd_bus_message *reply, void *userdata,
+				sd_bus_error *error)
 {
+	bool detached = !strcmp(prop, "ProcessDetached");
 	struct svc_profile *sp = userdata;
 	struct mp_proc_stats *ps;
 	int n = svc_profile__procs(sp, &ps), r;
@@ -493,31 +498,12 @@ static int prop_process_modes(sd_bus *bus, const char *path, const char *iface, 
 	if (n < 0)
 		return n;
 	r = sd_bus_message_open_container(reply, 'a', "(us)");
-	for (int i = 0; r >= 0 && i < n; i++)
-		r = sd_bus_message_append(reply, "(us)", (uint32_t)ps[i].pid,
-					  mp_proc_mode__name(ps[i].mode));
-	if (r >= 0)
-		r = sd_bus_message_close_container(reply);
-	free(ps);
-	return r;
-}
+	for (int i = 0; r >= 0 && i < n; i++) {
+		const char *s = detached ? ps[i].detached_reason : mp_proc_mode__name(ps[i].mode);
 
-/* ProcessDetached: (pid, reason) of each process detached over its overhead budget. */
-static int prop_process_detached(sd_bus *bus, const char *path, const char *iface,
-				 const char *prop, sd_bus_message *reply, void *userdata,
-				 sd_bus_error *error)
-{
-	struct svc_profile *sp = userdata;
-	struct mp_proc_stats *ps;
-	int n = svc_profile__procs(sp, &ps), r;
-
-	if (n < 0)
-		return n;
-	r = sd_bus_message_open_container(reply, 'a', "(us)");
-	for (int i = 0; r >= 0 && i < n; i++)
-		if (ps[i].detached_reason)
-			r = sd_bus_message_append(reply, "(us)", (uint32_t)ps[i].pid,
-						  ps[i].detached_reason);
+		if (s)
+			r = sd_bus_message_append(reply, "(us)", (uint32_t)ps[i].pid, s);
+	}
 	if (r >= 0)
 		r = sd_bus_message_close_container(reply);
 	free(ps);
@@ -603,8 +589,8 @@ static const sd_bus_vtable profile_vtable[] = {
 	SD_BUS_PROPERTY("Directory", "s", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
 	SD_BUS_PROPERTY("StartTimestamp", "t", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
 	SD_BUS_PROPERTY("Processes", "a(usbttttddts)", prop_processes, 0, 0),
-	SD_BUS_PROPERTY("ProcessModes", "a(us)", prop_process_modes, 0, 0),
-	SD_BUS_PROPERTY("ProcessDetached", "a(us)", prop_process_detached, 0, 0),
+	SD_BUS_PROPERTY("ProcessModes", "a(us)", prop_process_strings, 0, 0),
+	SD_BUS_PROPERTY("ProcessDetached", "a(us)", prop_process_strings, 0, 0),
 	SD_BUS_METHOD("Stop", "", "", profile_stop, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD("Discard", "", "", profile_discard, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_ARGS("AddProcess", SD_BUS_ARGS("u", pid, "a{sv}", options),

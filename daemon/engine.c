@@ -337,13 +337,12 @@ const char *mp_proc_mode__name(enum mp_proc_mode m)
 static void trace_update_mode(struct mp_ptrace *t)
 {
 	struct mp_bpf *b = t->p->e->bpf;
+	int mode = b ? mp_bpf__mode(b, t->pid) : -ENOENT;
 
-	if (!b)
-		return;
-	if (mp_bpf__mode(b, t->pid) == MP_BPF_MODE_PRELOAD) {
+	if (mode == MP_BPF_MODE_PRELOAD) {
 		t->mode = MP_PROC_MODE_PRELOAD;
 		mp_bpf__preload_stats(b, t->pid, t->pl_stats, MEMPROF_PRELOAD_STAT__SLOTS);
-	} else if (mp_bpf__mode(b, t->pid) == MP_BPF_MODE_UPROBE) {
+	} else if (mode == MP_BPF_MODE_UPROBE) {
 		t->mode = MP_PROC_MODE_UPROBE;
 	}
 }
@@ -725,6 +724,13 @@ static void collect(struct mp_ptrace *t, uint64_t time_us, struct mp_entry *en)
 	t->live_nsamples -= en->nsamples;
 }
 
+/* @en's block was freed at @time_us: collect it in its owner's trace and forget it. */
+static void collect_remove(struct mp_engine *e, uint64_t time_us, struct mp_entry *en)
+{
+	collect(mp_entries__owner(e->entries, en), time_us, en);
+	mp_entries__remove(e->entries, en);
+}
+
 /*
  * AUTO's rule (enum mp_unwind): the frame-pointer walk @fp[0..n) is trustworthy when every
  * frame it read its caller from (all but the outermost) is in code that keeps frame pointers,
@@ -852,8 +858,6 @@ static unsigned int stack_select(struct mp_engine *e, struct mp_ptrace *t,
 					t->window_cut++;
 					e->sst.window_cut++;
 				}
-				if (ust.max_stack_used > e->sst.max_stack_used)
-					e->sst.max_stack_used = ust.max_stack_used;
 			} else {
 				t->unwind_fallbacks++;
 				dwarf = false;
@@ -977,9 +981,7 @@ static void on_free(struct mp_engine *e, const struct mp_free_event *ev)
 			t->unmatched++;
 		return;
 	}
-	t = mp_entries__owner(e->entries, en);
-	collect(t, mp_ktime_to_epoch_us(ev->h.time_ns), en);
-	mp_entries__remove(e->entries, en);
+	collect_remove(e, mp_ktime_to_epoch_us(ev->h.time_ns), en);
 }
 
 /*
@@ -998,10 +1000,8 @@ static void on_free_batch(struct mp_engine *e, const struct mp_free_batch_event 
 	for (uint32_t i = 0; i < n; i++) {
 		struct mp_entry *en = mp_entries__find(e->entries, (pid_t)ev->h.pid, ev->ids[i]);
 
-		if (!en)
-			continue;
-		collect(mp_entries__owner(e->entries, en), time_us, en);
-		mp_entries__remove(e->entries, en);
+		if (en)
+			collect_remove(e, time_us, en);
 	}
 }
 
@@ -1514,6 +1514,7 @@ static const char *unmapped_kind(pid_t pid)
 
 static int attach_pid(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
 {
+	const char *kind = NULL;
 	char why[512] = "";
 	char comm[16];
 	int r;
@@ -1522,12 +1523,14 @@ static int attach_pid(struct mp_profile *p, pid_t pid, char *err, size_t err_len
 	if (r >= 0)
 		return 0;
 	read_comm(pid, comm);
+	if (r == -ESRCH)
+		kind = unmapped_kind(pid);
 	if (r == -ENOENT)
 		snprintf(err, err_len, "Process %d (%s) has no allocator memprofd can probe%s%s",
 			 (int)pid, comm, why[0] ? ": " : "", why);
-	else if (r == -ESRCH && unmapped_kind(pid))
+	else if (kind)
 		snprintf(err, err_len, "Process %d (%s) is %s: it has no user-space allocator to "
-			 "probe", (int)pid, comm, unmapped_kind(pid));
+			 "probe", (int)pid, comm, kind);
 	else if (r == -ESRCH)
 		snprintf(err, err_len, "Process %d exited before it could be probed", (int)pid);
 	else
@@ -1787,7 +1790,14 @@ int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n)
 
 void mp_engine__stack_stats(const struct mp_engine *e, struct mp_engine_stack_stats *out)
 {
+	struct mp_unwinder_stats ust;
+
 	*out = e->sst;
+	/* the engine's unwinder unwinds its events only */
+	if (e->unw) {
+		mp_unwinder__stats(e->unw, &ust);
+		out->max_stack_used = ust.max_stack_used;
+	}
 }
 
 static const char *const unwind_names[] = {

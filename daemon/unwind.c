@@ -127,21 +127,32 @@ static bool cb_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 	return true;
 }
 
+/* The word at @addr of the copied stack window, if it is inside. */
+static bool window_read(const struct request *rq, uint64_t addr, uint64_t *val)
+{
+	uint64_t sp = rq->regs->sp;
+
+	if (addr < sp || addr - sp > rq->len || rq->len - (addr - sp) < sizeof(*val))
+		return false;
+	memcpy(val, rq->stack + (addr - sp), sizeof(*val));
+	return true;
+}
+
 /* Only the copied window is readable: CFI reads the stack, never code or data (.eh_frame and
  * .debug_frame come from the files). */
 static bool cb_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
 	struct session *se = arg;
 	struct request *rq = se->u->req;
-	uint64_t sp = rq->regs->sp;
+	uint64_t val, used = addr - rq->regs->sp + sizeof(val);
 
-	if (addr < sp || addr - sp > rq->len || rq->len - (addr - sp) < sizeof(*result)) {
+	if (!window_read(rq, addr, &val)) {
 		rq->out_of_window = true;
 		return false;
 	}
-	memcpy(result, rq->stack + (addr - sp), sizeof(*result));
-	if (addr - sp + sizeof(*result) > rq->max_used)
-		rq->max_used = addr - sp + sizeof(*result);
+	*result = val;
+	if (used > rq->max_used)
+		rq->max_used = used;
 	return true;
 }
 
@@ -286,16 +297,6 @@ static struct session *session_get(struct mp_unwinder *u, pid_t pid, int *err)
 /* ---------------------------------------------------------------------------------------------
  * Unwinding
  */
-static bool window_read(const struct request *rq, uint64_t addr, uint64_t *val)
-{
-	uint64_t sp = rq->regs->sp;
-
-	if (addr < sp || addr - sp > rq->len || rq->len - (addr - sp) < sizeof(*val))
-		return false;
-	memcpy(val, rq->stack + (addr - sp), sizeof(*val));
-	return true;
-}
-
 /* Without any object (all unopenable): follow the rbp chain inside the window. */
 static void unwind_fp(struct request *rq)
 {

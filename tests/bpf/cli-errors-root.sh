@@ -5,16 +5,9 @@
 # Kernel threads and zombies are named as such (not "exited"); permission errors name the PID
 # or file. tests/unit/cli-errors.sh has the cases that need neither.
 . "$(dirname "$0")/../system/lib-service.sh"
-svc_require
-command -v setpriv > /dev/null || { echo "setpriv missing"; exit 77; }
-# Another user must reach the socket: a world-traversable directory.
-DIR=$(mktemp -d /tmp/memprofd-errors.XXXXXX)
-chmod 755 "$DIR"
-SOCK=$DIR/bus
-STATE=$DIR/state
-trap 'svc_cleanup; rm -rf "$DIR"' EXIT
-svc_start
-NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+# Another user must reach the socket.
+svc_start_shared errors
+DIR=$SHARED
 
 expect() {	# expect NAME REGEX -- [PREFIX...] memprofctl-args...: exit 1, one line
 	local name=$1 re=$2 rc lines pre=()

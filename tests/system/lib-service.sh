@@ -41,6 +41,24 @@ svc_start() {	# svc_start [memprofd options...]: start memprofd, wait until it a
 	fi
 }
 
+# "${NOBODY[@]}" COMMAND...: run COMMAND as uid and gid 65534.
+NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+
+# svc_start_shared NAME [memprofd options...]: like svc_require + svc_start, but with the socket
+# and state directory in a world-traversable $SHARED=/tmp/memprofd-NAME.XXXXXX so that other
+# users (via "${NOBODY[@]}") reach them; removed on exit. Skips without setpriv.
+svc_start_shared() {
+	local name=$1; shift
+	svc_require
+	command -v setpriv > /dev/null || { echo "setpriv missing"; exit 77; }
+	SHARED=$(mktemp -d "/tmp/memprofd-$name.XXXXXX")
+	chmod 755 "$SHARED"
+	SOCK=$SHARED/bus
+	STATE=$SHARED/state
+	trap 'svc_cleanup; rm -rf "$SHARED"' EXIT
+	svc_start "$@"
+}
+
 svc_stop() {	# SIGTERM memprofd and wait; returns its exit status
 	local rc=0
 	[ -n "$DPID" ] || return 0

@@ -3,17 +3,10 @@
 # uid and gid, dumpable), gets a permission error naming the PID otherwise, may control only
 # its own profiles, and owns the traces of its profiles.
 . "$(dirname "$0")/lib-service.sh"
-svc_require
-command -v setpriv > /dev/null || { echo "setpriv missing"; exit 77; }
-# Another user must reach the socket and the traces: a world-traversable directory.
-PERMDIR=$(mktemp -d /tmp/memprofd-perm.XXXXXX)
-chmod 755 "$PERMDIR"
-SOCK=$PERMDIR/bus
-STATE=$PERMDIR/state
-trap 'svc_cleanup; rm -rf "$PERMDIR"' EXIT
-svc_start
+# Another user must reach the socket and the traces.
+svc_start_shared perm
+PERMDIR=$SHARED
 
-NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 OTHER=(setpriv --reuid=65533 --regid=65533 --clear-groups)
 as_nobody() { "${NOBODY[@]}" "$MEMPROFCTL" --socket "$SOCK" "$@"; }
 

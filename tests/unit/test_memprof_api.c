@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include <memprof/memprof.h>
+/* Both public headers together: one program may profile itself and read traces. */
+#include <memprof/trace.h>
 
 #include "chisq.h"
 #include "test.h"

@@ -40,6 +40,17 @@ void tc_deletearray_sized(void *p, size_t size);
 
 static void *volatile sink;
 
+/* A site: a noinline function of its own (its own return address and symbol) that calls the
+ * allocator once and returns the block. */
+#define WL_SITE(name, params, call)		\
+	NOINLINE static void *name params	\
+	{					\
+		void *p = call;			\
+						\
+		sink = p;			\
+		return p;			\
+	}
+
 static void die(const char *what)
 {
 	fprintf(stderr, "wl_allocators: %s: %s\n", what, strerror(errno));
@@ -57,37 +68,10 @@ static void pace(long i)
 
 /* ---- the standard API, served by the linked allocator ---- */
 
-NOINLINE static void *wl_site_std_small(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_std_leak(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_std_calloc(size_t n, size_t size)
-{
-	void *p = calloc(n, size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_std_realloc(void *old, size_t size)
-{
-	void *p = realloc(old, size);
-
-	sink = p;
-	return p;
-}
+WL_SITE(wl_site_std_small, (size_t size), malloc(size))
+WL_SITE(wl_site_std_leak, (size_t size), malloc(size))
+WL_SITE(wl_site_std_calloc, (size_t n, size_t size), calloc(n, size))
+WL_SITE(wl_site_std_realloc, (void *old, size_t size), realloc(old, size))
 
 NOINLINE static void *wl_site_std_memalign(size_t align, size_t size)
 {
@@ -149,13 +133,7 @@ static void run_std(long scale)
 
 #if defined(WL_JEMALLOC)
 
-NOINLINE static void *wl_site_mallocx(size_t size)
-{
-	void *p = mallocx(size, 0);
-
-	sink = p;
-	return p;
-}
+WL_SITE(wl_site_mallocx, (size_t size), mallocx(size, 0))
 
 NOINLINE static void *wl_site_mallocx_aligned(size_t size)
 {
@@ -166,37 +144,10 @@ NOINLINE static void *wl_site_mallocx_aligned(size_t size)
 	return p;
 }
 
-NOINLINE static void *wl_site_mallocx_leak(size_t size)
-{
-	void *p = mallocx(size, 0);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_mallocx_big(size_t size)
-{
-	void *p = mallocx(size, 0);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_mallocx_keep(size_t size)
-{
-	void *p = mallocx(size, 0);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_rallocx(void *old, size_t size)
-{
-	void *p = rallocx(old, size, 0);
-
-	sink = p;
-	return p;
-}
+WL_SITE(wl_site_mallocx_leak, (size_t size), mallocx(size, 0))
+WL_SITE(wl_site_mallocx_big, (size_t size), mallocx(size, 0))
+WL_SITE(wl_site_mallocx_keep, (size_t size), mallocx(size, 0))
+WL_SITE(wl_site_rallocx, (void *old, size_t size), rallocx(old, size, 0))
 
 NOINLINE static size_t wl_site_xallocx(void *p, size_t size)
 {
@@ -285,53 +236,12 @@ static void run_own(long scale)
 
 #elif defined(WL_TCMALLOC)
 
-NOINLINE static void *wl_site_tc_malloc(size_t size)
-{
-	void *p = tc_malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_tc_calloc(size_t n, size_t size)
-{
-	void *p = tc_calloc(n, size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_tc_realloc(void *old, size_t size)
-{
-	void *p = tc_realloc(old, size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_tc_memalign(size_t align, size_t size)
-{
-	void *p = tc_memalign(align, size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_tc_new(size_t size)
-{
-	void *p = tc_new(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_tc_leak(size_t size)
-{
-	void *p = tc_newarray(size);
-
-	sink = p;
-	return p;
-}
+WL_SITE(wl_site_tc_malloc, (size_t size), tc_malloc(size))
+WL_SITE(wl_site_tc_calloc, (size_t n, size_t size), tc_calloc(n, size))
+WL_SITE(wl_site_tc_realloc, (void *old, size_t size), tc_realloc(old, size))
+WL_SITE(wl_site_tc_memalign, (size_t align, size_t size), tc_memalign(align, size))
+WL_SITE(wl_site_tc_new, (size_t size), tc_new(size))
+WL_SITE(wl_site_tc_leak, (size_t size), tc_newarray(size))
 
 static void run_own(long scale)
 {
@@ -385,69 +295,14 @@ static void run_own(long scale)
 
 #elif defined(WL_MIMALLOC)
 
-NOINLINE static void *wl_site_mi_malloc(size_t size)
-{
-	void *p = mi_malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_mi_zalloc(size_t size)
-{
-	void *p = mi_zalloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_mi_calloc(size_t n, size_t size)
-{
-	void *p = mi_calloc(n, size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_mi_realloc(void *old, size_t size)
-{
-	void *p = mi_realloc(old, size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_mi_aligned(size_t size)
-{
-	void *p = mi_malloc_aligned(size, 128);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_mi_heap(mi_heap_t *heap, size_t size)
-{
-	void *p = mi_heap_malloc(heap, size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_mi_new(size_t size)
-{
-	void *p = mi_new(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_mi_leak(size_t size)
-{
-	void *p = mi_malloc(size);
-
-	sink = p;
-	return p;
-}
+WL_SITE(wl_site_mi_malloc, (size_t size), mi_malloc(size))
+WL_SITE(wl_site_mi_zalloc, (size_t size), mi_zalloc(size))
+WL_SITE(wl_site_mi_calloc, (size_t n, size_t size), mi_calloc(n, size))
+WL_SITE(wl_site_mi_realloc, (void *old, size_t size), mi_realloc(old, size))
+WL_SITE(wl_site_mi_aligned, (size_t size), mi_malloc_aligned(size, 128))
+WL_SITE(wl_site_mi_heap, (mi_heap_t *heap, size_t size), mi_heap_malloc(heap, size))
+WL_SITE(wl_site_mi_new, (size_t size), mi_new(size))
+WL_SITE(wl_site_mi_leak, (size_t size), mi_malloc(size))
 
 static void run_own(long scale)
 {

@@ -46,7 +46,7 @@ _Static_assert(PL_SAME_SOURCE(MALLOC) && PL_SAME_SOURCE(CALLOC) && PL_SAME_SOURC
 		       PL_SAME_SOURCE(ALIGNED_ALLOC) && PL_SAME_SOURCE(MEMALIGN) &&
 		       PL_SAME_SOURCE(VALLOC) && PL_SAME_SOURCE(PVALLOC) && PL_SAME_SOURCE(NEW) &&
 		       PL_SAME_SOURCE(MMAP),
-	       "memprof_source must match memprof_preload_kind");
+	       "memprof_alloc_source must match memprof_preload_kind");
 
 /* This object's text, to skip our own frames and to check that our malloc is the one. */
 extern char __ehdr_start[] __attribute__((visibility("hidden")));
@@ -339,7 +339,7 @@ PL_HIDDEN void pl_api_alloc(uint32_t gen, void *block, size_t size, uint64_t n, 
 		.size = size,
 		.words = (size + 15) >> 3,
 		.block = block,
-		.source = (enum memprof_source)kind,
+		.source = (enum memprof_alloc_source)kind,
 		.callstack = stack,
 	};
 	a.callstack_len = capture(stack, p->callstack_size < MEMPROF_MAX_CALLSTACK ?

@@ -7,7 +7,7 @@
  * DT_GNU_HASH (or DT_HASH), DT_SYMTAB, DT_STRTAB and DT_VERSYM directly: dlsym(RTLD_NEXT)
  * would do the same but may allocate its dlerror buffer, i.e. call the malloc being resolved.
  *
- * Every pointer starts at a lazy stub that resolves and re-dispatches, so a call made before
+ * Every pointer starts at a lazy resolver that resolves and re-dispatches, so a call made before
  * the constructor (another library's constructor, ld.so allocating TLS) already goes to the
  * right allocator and no block is ever allocated by one allocator and freed by another.
  * Concurrent or nested (signal handler) resolutions compute the same table and store the same
@@ -384,7 +384,7 @@ PL_HIDDEN void pl_next_resolve(void)
 	PL_SET(memalign, PL_MEMALIGN, __libc_memalign);
 	PL_SET(valloc, PL_VALLOC, __libc_valloc);
 	PL_SET(pvalloc, PL_PVALLOC, __libc_pvalloc);
-	/* libc.so.6 (after us) defines them all: the fallbacks only keep the stubs unreachable. */
+	/* libc.so.6 (after us) defines them all: the fallbacks only keep resolvers unreachable. */
 	PL_SET(posix_memalign, PL_POSIX_MEMALIGN, fallback_posix_memalign);
 	PL_SET(aligned_alloc, PL_ALIGNED_ALLOC, __libc_memalign);
 	for (int op = 0; op < PL_CXX__MAX; op++) {

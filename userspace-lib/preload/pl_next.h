@@ -3,7 +3,7 @@
  * Where libmemprof-preload forwards each interposed call: the definition the process would
  * have bound without the library ("next" in the symbol search order), e.g. libjemalloc's
  * malloc in a program linked with -ljemalloc, glibc's everywhere else. Resolved once, on the
- * first call through any pointer (each starts at a lazy stub), by reading the dynamic symbol
+ * first call through any pointer (each starts at a lazy resolver), by reading the dynamic symbol
  * tables of the loaded objects: no dlsym, no allocation, no lock but dl_iterate_phdr's
  * recursive one, so it is safe from any context that may call malloc.
  */

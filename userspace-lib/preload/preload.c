@@ -370,6 +370,15 @@ static void pl_test_log(uint32_t type, uint32_t kind, uint64_t addr, uint64_t si
 #define PL_ARG(n, reg, v)	__typeof__(v) n = (v)
 #endif
 
+/* A walked sample goes to the profiler, at once or queued. */
+static void pl_alloc_account(const struct memprof_preload_alloc_rec *rec)
+{
+	stat_add(MEMPROF_PRELOAD_STAT_SAMPLES, (int64_t)rec->nsamples);
+	if (pl_g.test_fd >= 0)
+		pl_test_log(MEMPROF_PRELOAD_REC_ALLOC, rec->kind, rec->addr, rec->size,
+			    rec->nsamples, rec->generation);
+}
+
 static __attribute__((noinline, noipa)) void
 memprof_preload_alloc_hook(const struct memprof_preload_alloc_rec *rec)
 {
@@ -377,12 +386,9 @@ memprof_preload_alloc_hook(const struct memprof_preload_alloc_rec *rec)
 
 	STAP_PROBE1(memprof, alloc, a0);
 	stat_add(MEMPROF_PRELOAD_STAT_ALLOC_HOOKS, 1);
-	stat_add(MEMPROF_PRELOAD_STAT_SAMPLES, (int64_t)rec->nsamples);
 	if (rec->nfree)
 		stat_add(MEMPROF_PRELOAD_STAT_BATCHED_IDS, rec->nfree);
-	if (pl_g.test_fd >= 0)
-		pl_test_log(MEMPROF_PRELOAD_REC_ALLOC, rec->kind, rec->addr, rec->size,
-			    rec->nsamples, rec->generation);
+	pl_alloc_account(rec);
 }
 
 static __attribute__((noinline, noipa)) void memprof_preload_free_hook(uint64_t id,
@@ -485,6 +491,14 @@ static void pl_pending_flush(bool wait)
 	pl_pending_send();
 }
 
+/* The destructor may have flushed since we looked at "exiting": then nobody else will. */
+static void pl_flush_if_exited(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (unlikely(__atomic_load_n(&pl_g.exiting, __ATOMIC_RELAXED)))
+		pl_pending_flush(false);
+}
+
 /* Is a profiler listening and sampling? Then frees may wait for the next report. */
 static bool pl_batching(void)
 {
@@ -532,10 +546,7 @@ static void pl_free_report(uint64_t id, uintptr_t addr, uint32_t kind)
 		pl_pending_send();
 	else
 		pl_pending_unlock();
-	/* The destructor may have flushed since pl_batching(): then nobody else will. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (unlikely(__atomic_load_n(&pl_g.exiting, __ATOMIC_RELAXED)))
-		pl_pending_flush(false);
+	pl_flush_if_exited();
 }
 
 /* ---- deferred mode (MEMPROF_BATCH) ----------------------------------------------------
@@ -633,14 +644,6 @@ static bool pl_batch_too_old(uint64_t now)
 	return q->nalloc && now - q->allocs[0].time_ns > MEMPROF_PRELOAD_BATCH_AGE_NS;
 }
 
-/* The destructor may have flushed since we looked at "exiting": then nobody else will. */
-static void pl_batch_after_exit(void)
-{
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (unlikely(__atomic_load_n(&pl_g.exiting, __ATOMIC_RELAXED)))
-		pl_pending_flush(false);
-}
-
 static void pl_batch_free(uint64_t id, uintptr_t addr, uint32_t kind)
 {
 	struct pl_thread *t = &pl_tls;
@@ -666,7 +669,7 @@ static void pl_batch_free(uint64_t id, uintptr_t addr, uint32_t kind)
 	if (!pl_batching() || (pl_pending.q.nalloc && pl_batch_too_old(pl_now_ns())))
 		pl_batch_send();
 	pl_batch_unlock();
-	pl_batch_after_exit();
+	pl_flush_if_exited();
 }
 
 /* Queue a walked sample (@rec: nfree 0). False: report it at once (busy queue, exiting). */
@@ -693,14 +696,11 @@ static bool pl_batch_alloc(const struct memprof_preload_alloc_rec *rec)
 	memcpy(e->frames, rec->frames, (size_t)rec->nframes * sizeof(e->frames[0]));
 	q->nalloc++;
 	stat_add(MEMPROF_PRELOAD_STAT_DEFERRED, 1);
-	stat_add(MEMPROF_PRELOAD_STAT_SAMPLES, (int64_t)rec->nsamples);
-	if (pl_g.test_fd >= 0)
-		pl_test_log(MEMPROF_PRELOAD_REC_ALLOC, rec->kind, rec->addr, rec->size,
-			    rec->nsamples, rec->generation);
+	pl_alloc_account(rec);
 	if (q->nalloc >= pl_g.batch || pl_batch_too_old(now))
 		pl_batch_send();
 	pl_batch_unlock();
-	pl_batch_after_exit();
+	pl_flush_if_exited();
 	return true;
 }
 
@@ -871,20 +871,18 @@ static void pl_cross_finish(int64_t r, void *p, size_t size, uint32_t kind)
 				rec.nfree = pl_pending_take(rec.free_ids);
 			pl_batch_unlock();
 		}
-		if (rec.nframes < 0)
-			stat_add(MEMPROF_PRELOAD_STAT_UNWALKED, 1);
-		memprof_preload_alloc_hook(&rec);
-		errno = saved;
-		return;
+	} else {
+		/*
+		 * The pending frees ride along, several at a time: each batch is a ring record
+		 * of its own in BPF (~0.1 us), so a lone free waits for a few more (PL_RIDE_MIN).
+		 */
+		if (__atomic_load_n(&pl_pending.q.nfree, __ATOMIC_RELAXED) >= PL_RIDE_MIN &&
+		    pl_pending_trylock()) {
+			rec.nfree = pl_pending_take(rec.free_ids);
+			pl_pending_unlock();
+		}
+		rec.nframes = pl_g.no_walk ? -1 : pl_walk(rec.frames);
 	}
-	/* The pending frees ride along, several at a time: each batch is a ring record of its
-	 * own in BPF (~0.1 us), so a lone free waits for a few more (PL_RIDE_MIN). */
-	if (__atomic_load_n(&pl_pending.q.nfree, __ATOMIC_RELAXED) >= PL_RIDE_MIN &&
-	    pl_pending_trylock()) {
-		rec.nfree = pl_pending_take(rec.free_ids);
-		pl_pending_unlock();
-	}
-	rec.nframes = pl_g.no_walk ? -1 : pl_walk(rec.frames);
 	if (rec.nframes < 0)
 		stat_add(MEMPROF_PRELOAD_STAT_UNWALKED, 1);
 	memprof_preload_alloc_hook(&rec);

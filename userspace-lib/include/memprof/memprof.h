@@ -29,7 +29,7 @@ extern "C" {
 #define MEMPROF_MAX_PROFILES	16
 
 /* Which allocator entry point made the block (the numbers of enum memprof_preload_kind). */
-enum memprof_source {
+enum memprof_alloc_source {
 	MEMPROF_SOURCE_MALLOC = 1,
 	MEMPROF_SOURCE_CALLOC = 2,
 	MEMPROF_SOURCE_REALLOC = 3,
@@ -49,7 +49,7 @@ struct memprof_allocation {
 	size_t size;			/* bytes requested */
 	size_t words;			/* ceil(size / 8) + 1: one header word, as Gc.Memprof counts */
 	const void *block;		/* the address returned to the program */
-	enum memprof_source source;
+	enum memprof_alloc_source source;
 	const uintptr_t *callstack;	/* return addresses, innermost (allocation site) first */
 	size_t callstack_len;		/* <= min(callstack_size, MEMPROF_MAX_CALLSTACK) */
 };
