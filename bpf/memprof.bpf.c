@@ -655,7 +655,10 @@ static __always_inline void alloc_fill(struct pt_regs *ctx, struct mp_alloc_even
  * between entry and return). bpf_probe_read_user() fails wholly when any byte of its range is
  * unreadable, so the copy is made of whole pages from sp's page upward: every read is a full
  * page at a constant offset of the record (what the verifier can bound), and the copy ends
- * cleanly at the top of the stack mapping. Ring-buffer reservations need a constant size: the
+ * cleanly at the top of the stack mapping. A page that cannot be read below a readable one is
+ * a stack page never touched (a large local array only partly written: the kernel has not
+ * faulted it in, and this program cannot): its content is zero, which is what a failed read
+ * leaves in the record, so the copy goes on above it and ends after the last page read. Ring-buffer reservations need a constant size: the
  * record is reserved in one of five sizes (2, 3, 5, 9 or 17 pages of data, for windows up to
  * 4, 8, 16, 32 and 64 KiB whatever sp's offset in its page).
  */
@@ -677,7 +680,7 @@ static __always_inline int emit_ustack_pages(struct pt_regs *ctx, const struct t
 	struct mp_alloc_event *e;
 	struct mp_ustack *us;
 	__u8 *data;
-	__u32 i;
+	__u32 i, got = 0;
 
 	if (bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) + MP_USTACK_RECORD(cap) >
 	    MP_USTACK_RING_LIMIT)
@@ -691,11 +694,11 @@ static __always_inline int emit_ustack_pages(struct pt_regs *ctx, const struct t
 	for (i = 0; i < cap; i++) {
 		if (i >= npages)
 			break;
-		if (bpf_probe_read_user(data + i * MP_PAGE_SIZE, MP_PAGE_SIZE,
-					(void *)(base + i * MP_PAGE_SIZE)))
-			break;
+		if (!bpf_probe_read_user(data + i * MP_PAGE_SIZE, MP_PAGE_SIZE,
+					 (void *)(base + i * MP_PAGE_SIZE)))
+			got = i + 1;
 	}
-	size = (__u64)i * MP_PAGE_SIZE;
+	size = (__u64)got * MP_PAGE_SIZE;
 	size = size > sp - base ? size - (sp - base) : 0;
 	us->ip = PT_REGS_IP(ctx);
 	us->sp = sp;

@@ -60,7 +60,8 @@ STK_WL_DIR	:= $(B)/tests/workloads
 $(STK_WL_DIR)/stk_c: tests/workloads/stk_c.c
 	$(call msg,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) -std=gnu11 -O2 -g -fomit-frame-pointer -D_GNU_SOURCE $(WARN) -o $@ $<
+	$(Q)$(CC) -std=gnu11 -O2 -g -fomit-frame-pointer -fno-stack-clash-protection -D_GNU_SOURCE \
+		$(WARN) -o $@ $<
 
 $(STK_WL_DIR)/stk_cxx: tests/workloads/stk_cxx.cc
 	$(call msg,CXX,$@)

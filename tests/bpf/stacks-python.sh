@@ -30,8 +30,11 @@ for mode in dwarf auto; do
 	check "$T/py-$mode.ctf" via _PyEval_EvalFrameDefault \
 		"_start|__libc_start_main_impl|__libc_start_call_main|Py_BytesMain"
 	summary "py-$mode" 'print("    stacks:", s, "drops:", {k: v for k, v in d["drops"].items() if v})'
-	ok "$mode: most stacks unwound with DWARF" \
-		summary "py-$mode" 's["dwarf"] * 4 >= (s["fp"] + s["dwarf"]) * 3 and s["window_cut"] == 0'
+	# A startup allocation under _Py_wgetcwd (a 16 KiB wchar_t buffer on its frame) is deeper
+	# than the 16 KiB window: when it is sampled (about one run in ten) its stack is cut, and
+	# counted as cut. Anything more than that is a bug.
+	ok "$mode: most stacks unwound with DWARF, few cut by the window" \
+		summary "py-$mode" 's["dwarf"] * 4 >= (s["fp"] + s["dwarf"]) * 3 and s["window_cut"] <= 2'
 done
 check "$T/py-dwarf.ctf" fileline __libc_start_call_main 'libc_start_call_main\.h$'
 check "$T/py-dwarf.ctf" fileline __libc_start_main_impl 'libc-start\.c$'

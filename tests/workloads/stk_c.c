@@ -3,7 +3,8 @@
  * stk_c: allocations through a known call chain in code built WITHOUT frame pointers
  * (-fomit-frame-pointer -O2 -g, see daemon/stacks.mk): main -> stk_level1 -> stk_level2 ->
  * stk_site, which allocates through the always-inlined stk_inline_alloc(). DWARF unwinding must
- * give the whole chain, with the inlined helper as its own location of stk_site's frame.
+ * give the whole chain, with the inlined helper as its own location of stk_site's frame, across
+ * stack pages that were never touched (stk_level1).
  *
  *	stk_c [ITERATIONS [PAUSE_US]]	(default 20000 blocks of 1 KiB, each freed at once;
  *					 PAUSE_US: sleep after each, default 0)
@@ -46,8 +47,17 @@ __attribute__((noinline, noipa)) void stk_level2(size_t n, int iters, long pause
 	stk_sink = NULL;
 }
 
+/*
+ * stk_level1's frame holds 3 pages of which only the lowest byte is ever written (built without
+ * -fstack-clash-protection, as Debian builds): the stack pages above it are never faulted in,
+ * and a stack copy must read across them to reach main.
+ */
 __attribute__((noinline, noipa)) void stk_level1(size_t n, int iters, long pause_us)
 {
+	char untouched[3 * 4096];
+
+	untouched[0] = 1;
+	stk_sink = untouched;
 	stk_level2(n, iters, pause_us);
 	stk_sink = NULL;
 }
