@@ -1246,7 +1246,6 @@ struct pl_alloc {
 	struct mp_preload_alloc_head r;
 	__u64 pid_tgid;
 	__u64 frames;		/* its frames[] in the target */
-	__u64 time_ns;		/* deferred (memprof:flush): when sampled; 0: now */
 	__u64 lo, hi;		/* the library's mapping */
 	__u32 profile;
 	__u32 max_frames;
@@ -1267,8 +1266,6 @@ static __noinline int pl_emit_walked_##CAP(struct pl_alloc *a, __u64 nfr)       
 	if (nfr > (CAP))                                                                       \
 		nfr = (CAP);                                                                   \
 	hdr_fill(&e->h, MP_EV_ALLOC, a->pid_tgid, a->profile);                                 \
-	if (a->time_ns)                                                                        \
-		e->h.time_ns = a->time_ns;                                                     \
 	e->addr = a->r.id;	/* preload records are keyed by id: see MP_KIND_F_PRELOAD */  \
 	e->size = a->r.size;                                                                   \
 	e->remaining = a->r.nsamples;	/* final: see MP_KIND_F_PRELOAD */                     \
@@ -1386,7 +1383,6 @@ int mp_usdt_alloc(struct pt_regs *ctx)
 		return 0;
 	pl_alloc_target(&a, pid_tgid, cfg, pt);
 	a.frames = rec + MP_PL_REC_FRAMES;
-	a.time_ns = 0;
 	if (a.r.nframes < 0)
 		return pl_emit_unwalked(ctx, &a);
 	return pl_emit_walked(&a);
@@ -1447,54 +1443,92 @@ int mp_usdt_free_batch(struct pt_regs *ctx)
 
 /*
  * Deferred mode (MEMPROF_BATCH): memprof:flush passes the library's queue, struct
- * memprof_preload_queue: up to MP_PL_QUEUE_MAX walked samples, each stamped with the
- * CLOCK_MONOTONIC time it was sampled at (the records keep it, never later than now: the trace
- * writer keeps a trace's times monotone), then the queued frees, which may name those samples.
+ * memprof_preload_queue: up to MP_PL_QUEUE_MAX walked samples packed at their length, each
+ * stamped with the CLOCK_MONOTONIC time it was sampled at, then the queued frees, which may
+ * name those samples. The queue goes out as it is, in one record made with one read
+ * (MP_EV_PRELOAD_BATCH): a record per sample cost ~300 ns each in ring-buffer reservations and
+ * commits whose cache lines the consumer on another CPU keeps taking back, several times the
+ * trap's share of a sample. The daemon parses and checks it: nothing here trusts its contents
+ * beyond the sizes that bound the copy.
  */
-static __noinline int pl_flush_one(__u64 pid_tgid, struct mp_proc_cfg *cfg,
-				   struct mp_preload_target *pt, __u64 entry, __u64 now)
-{
-	struct mp_preload_queued_head qh;
-	struct pl_alloc a;
+struct pl_queue {
+	__u64 pid_tgid;
+	__u64 q;		/* the queue in the target */
+	__u32 size;		/* bytes to copy: MP_PL_QUEUE_ALLOCS + its "bytes" */
+	__u32 profile, gen, max_frames, flags;
+};
 
-	if (bpf_probe_read_user(&qh, sizeof(qh), (void *)entry)) {
-		stat_inc(MP_STAT_STACK_ERRORS);
-		return 0;
-	}
-	if (qh.r.generation != pt->gen || !(cfg->flags & MP_PROC_SAMPLING) || !qh.r.addr ||
-	    !qh.r.nsamples || !qh.r.id || qh.r.nframes < 0)
-		return 0;
-	a.r = qh.r;
-	pl_alloc_target(&a, pid_tgid, cfg, pt);
-	a.frames = entry + sizeof(qh);
-	a.time_ns = qh.time_ns && qh.time_ns <= now ? qh.time_ns : now;
-	return pl_emit_walked(&a);
+/* One MP_EV_PRELOAD_BATCH record of room for CAP bytes of queue. */
+#define PL_EMIT_QUEUE(CAP)                                                                     \
+static __noinline int pl_emit_queue_##CAP(struct pl_queue *a)                                 \
+{                                                                                              \
+	__u64 size = sizeof(struct mp_preload_batch_event) + (CAP), n = a->size;               \
+	struct mp_preload_batch_event *e = data_reserve(size);                                 \
+                                                                                               \
+	if (!e) {                                                                              \
+		stat_inc(MP_STAT_RINGBUF_DROPS);                                               \
+		return 0;                                                                      \
+	}                                                                                      \
+	asm volatile("" : "+r"(n));	/* keep the clamp: the verifier needs it */           \
+	if (n > (CAP))                                                                         \
+		n = (CAP);                                                                     \
+	hdr_fill(&e->h, MP_EV_PRELOAD_BATCH, a->pid_tgid, a->profile);                         \
+	e->gen = a->gen;                                                                       \
+	e->max_frames = a->max_frames;                                                         \
+	e->flags = a->flags;                                                                   \
+	if (bpf_probe_read_user(e->q, n, (void *)a->q)) {                                      \
+		stat_inc(MP_STAT_STACK_ERRORS);                                                \
+		n = 0;	/* the daemon ignores an empty queue */                                \
+	}                                                                                      \
+	e->size = n;                                                                           \
+	bpf_ringbuf_submit(e, data_wake_flags(size));                                          \
+	return 0;                                                                              \
 }
+PL_EMIT_QUEUE(2048)
+PL_EMIT_QUEUE(4096)
+PL_EMIT_QUEUE(8192)
+PL_EMIT_QUEUE(MP_PL_QUEUE_SIZE)
 
 SEC("usdt")
 int mp_usdt_flush(struct pt_regs *ctx)
 {
 	__u64 q = PT_REGS_PARM1(ctx);
 	__u64 pid_tgid = mp_current_ids();
-	__u32 tgid = pid_tgid >> 32, n[2];	/* nfree, nalloc */
+	__u32 tgid = pid_tgid >> 32;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+	struct mp_preload_queue_head qh;
 	struct mp_preload_target *pt;
-	__u64 now;
+	struct pl_queue a;
 
 	if (!cfg) {
 		stat_inc(MP_STAT_FOREIGN_CALLS);
 		return 0;
 	}
 	pt = bpf_map_lookup_elem(&pltargets, &tgid);
-	if (!pt || bpf_probe_read_user(n, sizeof(n), (void *)q))
+	if (!pt || bpf_probe_read_user(&qh, sizeof(qh), (void *)q))
 		return 0;
-	now = bpf_ktime_get_ns();
-	for (__u32 i = 0; i < MP_PL_QUEUE_MAX; i++) {
-		if (i >= n[1])
-			break;
-		pl_flush_one(pid_tgid, cfg, pt, q + MP_PL_QUEUE_ALLOCS + i * MP_PL_QUEUED_SIZE, now);
+	if (qh.nfree > MP_FREE_BATCH_MAX || qh.nalloc > MP_PL_QUEUE_MAX ||
+	    qh.bytes > MP_PL_QUEUE_SIZE - MP_PL_QUEUE_ALLOCS || (!qh.nfree && !qh.nalloc)) {
+		stat_inc(MP_STAT_STACK_ERRORS);
+		return 0;
 	}
-	/* After the allocs they may name. */
-	pl_frees(pid_tgid, cfg->profile, q + 8, n[0]);
-	return 0;
+	a.pid_tgid = pid_tgid;
+	a.q = q;
+	a.size = MP_PL_QUEUE_ALLOCS + qh.bytes;
+	a.profile = cfg->profile;
+	a.gen = pt->gen;
+	a.max_frames = cfg->max_frames;
+	if (a.max_frames == 0 || a.max_frames > MP_MAX_STACK)
+		a.max_frames = MP_MAX_STACK;
+	a.flags = cfg->flags;
+	/* counted as sent; the daemon counts what it drops (generation, malformed) */
+	stat_add(MP_STAT_SAMPLED, qh.nalloc);
+	stat_add(MP_STAT_FREES, qh.nfree);
+	if (a.size <= 2048)
+		return pl_emit_queue_2048(&a);
+	if (a.size <= 4096)
+		return pl_emit_queue_4096(&a);
+	if (a.size <= 8192)
+		return pl_emit_queue_8192(&a);
+	return pl_emit_queue_MP_PL_QUEUE_SIZE(&a);
 }

@@ -60,6 +60,8 @@ enum mp_event_type {
 	MP_EV_THREAD_EXIT,	/* a thread (not the last) of a profiled process exited */
 	/* libmemprof-preload: sampled blocks freed, by id: struct mp_free_batch_event */
 	MP_EV_FREE_BATCH = 16,
+	/* libmemprof-preload's deferred queue: struct mp_preload_batch_event */
+	MP_EV_PRELOAD_BATCH = 17,
 	/* Internal to daemon/bpf_loader.c, never delivered to its callback: ld.so of a profiled
 	 * process reached _dl_debug_state (libraries mapped, dlopen): struct mp_proc_event. */
 	MP_EV_MAP = 100,
@@ -91,8 +93,9 @@ struct mp_alloc_event {
  * non-zero carry one. Taken at the allocator's return: ip is the return address into the
  * caller and sp the caller's stack pointer after the ret, a valid unwinding start for the
  * caller's frame. The copy is whole pages from sp's page upward (a read fails wholly when a
- * page is unmapped), stopping at the first unreadable page: data[offset] is the byte at sp,
- * and size bytes from sp upward are valid (size <= ustack_size). It never reaches a trace.
+ * page is unmapped), ending after the last readable page (an unreadable page below it was never
+ * faulted in, and is zero in the copy): data[offset] is the byte at sp, and size bytes from sp
+ * upward are valid (size <= ustack_size). It never reaches a trace.
  */
 struct mp_ustack {
 	__u64 ip;		/* PT_REGS_IP: return address into the allocator's caller */
@@ -147,16 +150,43 @@ struct mp_preload_alloc_head {
 
 /*
  * Deferred mode: struct memprof_preload_queue, what memprof:flush points to: nfree, nalloc,
- * free_ids[MP_FREE_BATCH_MAX], then MP_PL_QUEUE_MAX entries of MP_PL_QUEUED_SIZE bytes, each
- * this head followed by its frames[MP_MAX_STACK].
+ * bytes, free_ids[MP_FREE_BATCH_MAX], then nalloc entries packed in "bytes" bytes, each this
+ * head followed by its nframes frames. The queue's first MP_PL_QUEUE_ALLOCS + bytes bytes are
+ * all of it.
  */
 #define MP_PL_QUEUE_MAX		16
-#define MP_PL_QUEUE_ALLOCS	(8 + 8 * MP_FREE_BATCH_MAX)	/* offsetof allocs */
-#define MP_PL_QUEUED_SIZE	(8 + 48 + 8 * MP_MAX_STACK)
+#define MP_PL_QUEUE_ALLOCS	(16 + 8 * MP_FREE_BATCH_MAX)	/* offsetof allocs */
+#define MP_PL_QUEUED_SIZE	(8 + 48 + 8 * MP_MAX_STACK)	/* an entry, at most */
+#define MP_PL_QUEUE_SIZE	(MP_PL_QUEUE_ALLOCS + MP_PL_QUEUE_MAX * MP_PL_QUEUED_SIZE)
 
 struct mp_preload_queued_head {
 	__u64 time_ns;		/* CLOCK_MONOTONIC when sampled */
 	struct mp_preload_alloc_head r;	/* nfree 0; nframes >= 0 */
+};
+
+struct mp_preload_queue_head {
+	__u32 nfree;
+	__u32 nalloc;
+	__u32 bytes;
+	__u32 _pad;
+};
+
+/*
+ * MP_EV_PRELOAD_BATCH: what one memprof:flush passed, copied as it is (one record, one read,
+ * whatever the number of samples): q[0..size) is the start of the process' struct
+ * memprof_preload_queue. The daemon parses and checks it (it is the process' memory: anything
+ * may be there): entries drawn under another generation than gen, or while the process is
+ * not sampling (flags), are dropped, frames beyond max_frames cut, times later than h.time_ns
+ * set to it; then the allocs are handled as MP_KIND_F_PRELOAD alloc records of h.tid, in
+ * order, then the frees as an MP_EV_FREE_BATCH.
+ */
+struct mp_preload_batch_event {
+	struct mp_event_hdr h;
+	__u32 gen;		/* the generation memprofd last wrote (mp_preload_target.gen) */
+	__u32 max_frames;	/* the process' mp_proc_cfg.max_frames, 1..MP_MAX_STACK */
+	__u32 flags;		/* the process' mp_proc_cfg.flags */
+	__u32 size;		/* bytes of q[]: 0 when the queue could not be read */
+	__u8 q[];
 };
 
 struct mp_proc_event {
@@ -318,6 +348,8 @@ _Static_assert(sizeof(struct mp_free_batch_event) == 32 + 8 * MP_FREE_BATCH_MAX,
 _Static_assert(sizeof(struct mp_preload_alloc_head) == MP_PL_REC_FREE_IDS, "preload rec head");
 _Static_assert(sizeof(struct mp_preload_queued_head) + 8 * MP_MAX_STACK == MP_PL_QUEUED_SIZE,
 	       "preload queued record");
+_Static_assert(sizeof(struct mp_preload_queue_head) == 16 &&
+		       sizeof(struct mp_preload_batch_event) == 40, "preload batch layout");
 _Static_assert(sizeof(struct mp_proc_cfg) == 32, "proc cfg layout");
 _Static_assert(sizeof(struct mp_ustack) == 32, "ustack layout");
 #endif

@@ -1,7 +1,8 @@
 include daemon/stacks.mk
 # The sampling engine (daemon/engine.c, sampler.c, entries.c), used in-process by
 # `memprofctl record` and by memprofd. Exports ENGINE_OBJS / ENGINE_LIBS.
-ENGINE_OWN_OBJS	:= $(B)/daemon/engine.o $(B)/daemon/sampler.o $(B)/daemon/entries.o
+ENGINE_OWN_OBJS	:= $(B)/daemon/engine.o $(B)/daemon/sampler.o $(B)/daemon/entries.o \
+		   $(B)/daemon/preload_batch.o
 ENGINE_OBJS	= $(ENGINE_OWN_OBJS) $(BPF_LOADER_OBJS) $(SYMBOLIZE_OBJS)
 ENGINE_LIBS	= $(BPF_LOADER_LIBS) $(SYMBOLIZE_LIBS) $(B)/lib/libmemprof.a \
 		  $(call pkglibs,libzstd) -lm
@@ -18,7 +19,13 @@ $(B)/tests/unit/test_entries: $(B)/tests/unit/test_entries.o $(B)/daemon/entries
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
-UNIT_TESTS += $(B)/tests/unit/test_sampler $(B)/tests/unit/test_entries
+$(B)/tests/unit/test_preload_batch: $(B)/tests/unit/test_preload_batch.o \
+				     $(B)/daemon/preload_batch.o
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
+
+UNIT_TESTS += $(B)/tests/unit/test_sampler $(B)/tests/unit/test_entries \
+	      $(B)/tests/unit/test_preload_batch
 include daemon/service.mk
 
 $(B)/daemon/engine.o: CFLAGS += -DMP_ENGINE_VERSION='"$(VERSION)"'

@@ -26,6 +26,7 @@
 #include "daemon/bpf_loader.h"
 #include "daemon/engine.h"
 #include "daemon/entries.h"
+#include "daemon/preload_batch.h"
 #include "daemon/sampler.h"
 #include "daemon/symbolize.h"
 #include "daemon/unwind.h"
@@ -116,6 +117,7 @@ struct mp_engine {
 	void *state_ctx;
 	char hostname[256];
 	uint64_t drops[MP_DROP__MAX];
+	struct mp_preload_batch_stats batches;	/* MP_EV_PRELOAD_BATCH records */
 	uint64_t ovh_next_ns;		/* next overhead check (CLOCK_MONOTONIC), 0: none due */
 	uint64_t timer_next_ns;		/* when the timerfd fires (arm_timer), 0: disarmed */
 	/* mp_profile__sync_pid(): the trace of sync_pid (> 0) goes to sync_fd (service) */
@@ -152,6 +154,7 @@ static const char *const drop_names[MP_DROP__MAX] = {
 	[MP_DROP_WRITE] = "write_errors",
 	[MP_DROP_LOST_EXIT] = "lost_exits",
 	[MP_DROP_PROCS_FULL] = "unfollowed_children",
+	[MP_DROP_MALFORMED] = "malformed_records",
 };
 
 static const char *const stat_names[MP_STAT__MAX] = {
@@ -1133,6 +1136,33 @@ static int proc_gone(struct mp_engine *e, pid_t pid)
 	return found;
 }
 
+static void alloc_event(struct mp_engine *e, const struct mp_alloc_event *ev,
+			const struct mp_ustack *us)
+{
+	/* clock reads cost as much as the rest of an event: time one in 16 */
+	uint64_t t0 = e->sst.events & 15 ? 0 : now_mono_ns();
+
+	on_alloc(e, ev, us);
+	e->sst.events++;
+	if (t0)
+		e->sst.event_ns += 16 * (now_mono_ns() - t0);
+}
+
+static void batch_alloc(void *ctx, const struct mp_alloc_event *ev)
+{
+	alloc_event(ctx, ev, NULL);
+}
+
+static void batch_frees(void *ctx, const struct mp_free_batch_event *ev, size_t size)
+{
+	on_free_batch(ctx, ev, size);
+}
+
+static const struct mp_preload_batch_ops batch_ops = {
+	.alloc = batch_alloc,
+	.frees = batch_frees,
+};
+
 static int on_event(void *ctx, const void *data, size_t size)
 {
 	struct mp_engine *e = ctx;
@@ -1144,10 +1174,7 @@ static int on_event(void *ctx, const void *data, size_t size)
 	case MP_EV_ALLOC:
 		if (size >= offsetof(struct mp_alloc_event, stack)) {
 			const struct mp_alloc_event *ev = data;
-
 			const struct mp_ustack *us = NULL;
-			/* clock reads cost as much as the rest of an event: time one in 16 */
-			uint64_t t0 = e->sst.events & 15 ? 0 : now_mono_ns();
 
 			/* a user-stack copy follows the full-size record (bpf/memprof.h) */
 			if (size >= sizeof(*ev) + sizeof(*us)) {
@@ -1161,13 +1188,13 @@ static int on_event(void *ctx, const void *data, size_t size)
 			/* the record may carry only the valid frames */
 			if (size >= offsetof(struct mp_alloc_event, stack) +
 					    8 * (size_t)(ev->nframes < MP_MAX_STACK ?
-								 ev->nframes : MP_MAX_STACK)) {
-				on_alloc(e, ev, us);
-				e->sst.events++;
-				if (t0)
-					e->sst.event_ns += 16 * (now_mono_ns() - t0);
-			}
+								 ev->nframes : MP_MAX_STACK))
+				alloc_event(e, ev, us);
 		}
+		break;
+	case MP_EV_PRELOAD_BATCH:
+		if (mp_preload_batch__expand(data, size, &batch_ops, e, &e->batches))
+			e->drops[MP_DROP_MALFORMED]++;
 		break;
 	case MP_EV_FREE:
 		if (size >= sizeof(struct mp_free_event))

@@ -184,6 +184,8 @@ enum mp_engine_drop {
 	MP_DROP_LOST_EXIT,	/* process gone without an exit event (mp_engine__reap) */
 	MP_DROP_PROCS_FULL,	/* forked child not followed: max_procs traces already open, or
 				 * its trace could not be created */
+	MP_DROP_MALFORMED,	/* a preload queue record (or part) whose sizes do not hold
+				 * together: the process' memory was overwritten */
 	MP_DROP__MAX,
 };
 

@@ -85,8 +85,13 @@ _Static_assert(offsetof(struct memprof_preload_alloc_rec, free_ids) == MP_PL_REC
 	       "bpf/memprof.h's view of the alloc record");
 _Static_assert(MEMPROF_PRELOAD_MAX_BATCH == MP_PL_QUEUE_MAX &&
 		       offsetof(struct memprof_preload_queue, allocs) == MP_PL_QUEUE_ALLOCS &&
-		       offsetof(struct memprof_preload_queue, free_ids) == 8 &&
+		       MEMPROF_PRELOAD_QUEUE_HEAD == MP_PL_QUEUE_ALLOCS &&
+		       offsetof(struct memprof_preload_queue, free_ids) == 16 &&
+		       offsetof(struct memprof_preload_queue, bytes) ==
+			       offsetof(struct mp_preload_queue_head, bytes) &&
+		       sizeof(struct memprof_preload_queue) == MP_PL_QUEUE_SIZE &&
 		       sizeof(struct memprof_preload_queued_alloc) == MP_PL_QUEUED_SIZE &&
+		       MEMPROF_PRELOAD_QUEUED_SIZE(MP_MAX_STACK) == MP_PL_QUEUED_SIZE &&
 		       offsetof(struct memprof_preload_queued_alloc, addr) ==
 			       offsetof(struct mp_preload_queued_head, r) &&
 		       offsetof(struct memprof_preload_queued_alloc, frames) ==
@@ -558,12 +563,27 @@ static void pl_free_report(uint64_t id, uintptr_t addr, uint32_t kind)
  * hold leaves the id in late[], moved into the queue before the lock is let go), and an alloc
  * reported at once takes the pending frees only when no alloc is queued.
  */
-static uint64_t pl_now_ns(void)
+static uint64_t pl_clock_ns(clockid_t clock)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);	/* vDSO: no system call */
+	clock_gettime(clock, &ts);	/* vDSO: no system call */
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* When a sample is queued: CLOCK_MONOTONIC, the trace's clock (~20 ns here). */
+static uint64_t pl_now_ns(void)
+{
+	return pl_clock_ns(CLOCK_MONOTONIC);
+}
+
+/*
+ * For the age check of a free only: CLOCK_MONOTONIC's last tick (~3 ns; it lags by up to a
+ * tick, 1-4 ms, so the queue may wait that much longer than MEMPROF_PRELOAD_BATCH_AGE_NS).
+ */
+static uint64_t pl_coarse_ns(void)
+{
+	return pl_clock_ns(CLOCK_MONOTONIC_COARSE);
 }
 
 /* Queue locked: report it (allocs, then frees) and empty it. */
@@ -575,6 +595,7 @@ static void pl_batch_send(void)
 		return;
 	memprof_preload_flush_hook(q);
 	q->nalloc = 0;
+	q->bytes = 0;
 	q->nfree = 0;
 }
 
@@ -641,7 +662,8 @@ static bool pl_batch_too_old(uint64_t now)
 {
 	const struct memprof_preload_queue *q = &pl_pending.q;
 
-	return q->nalloc && now - q->allocs[0].time_ns > MEMPROF_PRELOAD_BATCH_AGE_NS;
+	/* the first entry's first field: its time (@now may be a coarse clock, behind it) */
+	return q->nalloc && now > q->allocs[0] && now - q->allocs[0] > MEMPROF_PRELOAD_BATCH_AGE_NS;
 }
 
 static void pl_batch_free(uint64_t id, uintptr_t addr, uint32_t kind)
@@ -666,7 +688,7 @@ static void pl_batch_free(uint64_t id, uintptr_t addr, uint32_t kind)
 		return;
 	}
 	pl_batch_add_free(id);
-	if (!pl_batching() || (pl_pending.q.nalloc && pl_batch_too_old(pl_now_ns())))
+	if (!pl_batching() || (pl_pending.q.nalloc && pl_batch_too_old(pl_coarse_ns())))
 		pl_batch_send();
 	pl_batch_unlock();
 	pl_flush_if_exited();
@@ -683,7 +705,8 @@ static bool pl_batch_alloc(const struct memprof_preload_alloc_rec *rec)
 		return false;
 	if (q->nalloc >= MEMPROF_PRELOAD_MAX_BATCH)	/* cannot be: sent at pl_g.batch */
 		pl_batch_send();
-	e = &q->allocs[q->nalloc];
+	/* packed: each record ends after its last frame (room: MAX_BATCH full-size ones) */
+	e = (struct memprof_preload_queued_alloc *)((char *)q->allocs + q->bytes);
 	e->time_ns = now;
 	e->addr = rec->addr;
 	e->size = rec->size;
@@ -694,6 +717,7 @@ static bool pl_batch_alloc(const struct memprof_preload_alloc_rec *rec)
 	e->nfree = 0;
 	e->nframes = rec->nframes;
 	memcpy(e->frames, rec->frames, (size_t)rec->nframes * sizeof(e->frames[0]));
+	q->bytes += MEMPROF_PRELOAD_QUEUED_SIZE(rec->nframes);
 	q->nalloc++;
 	stat_add(MEMPROF_PRELOAD_STAT_DEFERRED, 1);
 	pl_alloc_account(rec);
@@ -1479,6 +1503,7 @@ static void pl_atfork_child(void)
 	 * that does not exist here. */
 	pl_pending.q.nfree = 0;
 	pl_pending.q.nalloc = 0;	/* deferred mode: the parent reports its samples */
+	pl_pending.q.bytes = 0;
 	t->nlate = 0;
 	pl_pending.busy = 0;
 	if (t->state == PL_T_ARMED && !t->in_slow)

@@ -75,7 +75,11 @@
  *    memprof_preload_queued_alloc: the head of an alloc record, nfree 0, its frames, and
  *    time_ns, CLOCK_MONOTONIC when it was sampled: the clock of bpf_ktime_get_ns()) is
  *    appended to a process-wide queue, struct memprof_preload_queue, under the same try-lock
- *    as the pending frees, which share the queue: allocs[0..nalloc) and free_ids[0..nfree).
+ *    as the pending frees, which share the queue: free_ids[0..nfree), and nalloc records
+ *    packed in allocs[], each cut after its last frame (MEMPROF_PRELOAD_QUEUED_SIZE(nframes)
+ *    bytes), bytes in all. The queue's first MEMPROF_PRELOAD_QUEUE_HEAD + bytes bytes are
+ *    all of it, so a profiler copies it with one read (memprofd: one ring-buffer record per
+ *    flush, parsed and checked by the daemon).
  *    "flush" passes the queue (valid while the probe runs; the lock is held across it) when it
  *    holds N allocs, when its oldest alloc is older than 10 ms (checked at each sampled alloc
  *    and at each free of a sampled block), when the free ids fill up, when the library sees
@@ -148,7 +152,7 @@ extern "C" {
 #endif
 
 #define MEMPROF_PRELOAD_MAGIC		0x31444c455250504dULL	/* "MPPRELD1" in memory (LE) */
-#define MEMPROF_PRELOAD_VERSION		2
+#define MEMPROF_PRELOAD_VERSION		3
 #define MEMPROF_PRELOAD_DEFAULT_RATE	1e-4
 #define MEMPROF_PRELOAD_POLL_WORDS	8192	/* disarmed: re-check arming every 64 KiB */
 #define MEMPROF_PRELOAD_MAX_LIVE	(1u << 18)
@@ -243,7 +247,8 @@ struct memprof_preload_alloc_rec {
 	uint64_t frames[MEMPROF_PRELOAD_MAX_FRAMES];	/* innermost first, see above */
 };
 
-/* Deferred mode: a queued sampled block (native endianness). */
+/* Deferred mode: a queued sampled block (native endianness), packed in the queue at its length,
+ * MEMPROF_PRELOAD_QUEUED_SIZE(nframes). */
 struct memprof_preload_queued_alloc {
 	uint64_t time_ns;		/* CLOCK_MONOTONIC when sampled */
 	/* as in struct memprof_preload_alloc_rec: */
@@ -258,13 +263,20 @@ struct memprof_preload_queued_alloc {
 	uint64_t frames[MEMPROF_PRELOAD_MAX_FRAMES];
 };
 
+#define MEMPROF_PRELOAD_QUEUED_SIZE(nframes)	(56 + 8 * (uint32_t)(nframes))
+
 /* What memprof:flush points to: allocs first, then frees (which may name them). */
 struct memprof_preload_queue {
 	uint32_t nfree;			/* valid entries in free_ids[], <= FREE_BATCH */
-	uint32_t nalloc;		/* valid entries in allocs[], <= MAX_BATCH */
+	uint32_t nalloc;		/* records packed in allocs[], <= MAX_BATCH */
+	uint32_t bytes;			/* bytes of allocs[] they fill */
+	uint32_t _pad;
 	uint64_t free_ids[MEMPROF_PRELOAD_FREE_BATCH];
-	struct memprof_preload_queued_alloc allocs[MEMPROF_PRELOAD_MAX_BATCH];
+	/* nalloc struct memprof_preload_queued_alloc, each cut after frames[nframes - 1] */
+	uint64_t allocs[MEMPROF_PRELOAD_MAX_BATCH *
+			sizeof(struct memprof_preload_queued_alloc) / sizeof(uint64_t)];
 };
+#define MEMPROF_PRELOAD_QUEUE_HEAD	(16 + 8 * MEMPROF_PRELOAD_FREE_BATCH)	/* offsetof allocs */
 
 /* MEMPROF_TEST_LOG record, native endianness. */
 enum memprof_preload_rec_type {
