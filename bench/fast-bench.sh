@@ -11,15 +11,15 @@
 # test: prints a table and writes bench/results/fast-latest.txt. The machine must be otherwise
 # idle: other load shows up as noise in the ratio's min-max. THREADS="1" RATES="512KiB" select
 # rows (short runs while iterating: RUNS=3 OPS=2000000). Each row is run twice: immediate
-# reports (mode "immediate") and the deferred mode, --batch $BATCH (mode "batchN", default
-# BATCH=8; BATCH= leaves those rows out).
+# reports (mode "immediate", --batch 1) and the deferred mode, --batch $BATCH (mode "batchN",
+# record's default; BATCH=16 unless set; BATCH= leaves those rows out).
 set -eu
 B=${BENCH_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
 BIN=$B/bench/fast_bench
 CTL=$B/bin/memprofctl
 RUNS=${RUNS:-7}
 OPS=${OPS:-4000000}
-BATCH=${BATCH-8}
+BATCH=${BATCH-16}
 OUT=$(cd "$(dirname "$0")" && pwd)/results/fast-latest.txt
 
 [ "$(id -u)" -eq 0 ] || { echo "bench-fast: needs root (BPF)"; exit 1; }
@@ -77,7 +77,11 @@ for th in ${THREADS:-1 2}; do
 		esac
 		for mode in immediate ${BATCH:+batch$BATCH}; do
 			margs=("${args[@]}")
-			[ "$mode" = immediate ] || margs+=(--batch "$BATCH")
+			if [ "$mode" = immediate ]; then
+				margs+=(--batch 1)	# record's default is deferred
+			else
+				margs+=(--batch "$BATCH")
+			fi
 			run_a "$th" "${margs[@]}" >/dev/null	# warm-up
 			: >"$tmp/pairs"
 			for _ in $(seq "$RUNS"); do

@@ -1377,11 +1377,17 @@ int mp_usdt_alloc(struct pt_regs *ctx)
 		return 0;
 	/* The frees that rode along happened before this alloc, whatever becomes of it. */
 	pl_frees(pid_tgid, cfg->profile, rec + MP_PL_REC_FREE_IDS, a.r.nfree);
-	/* drawn under another generation (another rate, or before a stop): not ours */
-	if (a.r.generation != pt->gen || !(cfg->flags & MP_PROC_SAMPLING) || !a.r.addr ||
-	    !a.r.nsamples || !a.r.id)
+	if (!a.r.addr || !a.r.nsamples || !a.r.id)
 		return 0;
 	pl_alloc_target(&a, pid_tgid, cfg, pt);
+	/* the profile of the generation it was drawn under (struct mp_preload_target) */
+	if (a.r.generation == pt->gen && (cfg->flags & MP_PROC_SAMPLING))
+		;
+	else if (a.r.generation && a.r.generation == pt->prev_gen &&
+		 (pt->prev_flags & MP_PROC_SAMPLING))
+		a.profile = pt->prev_profile;
+	else
+		return 0;
 	a.frames = rec + MP_PL_REC_FRAMES;
 	if (a.r.nframes < 0)
 		return pl_emit_unwalked(ctx, &a);
@@ -1456,6 +1462,7 @@ struct pl_queue {
 	__u64 q;		/* the queue in the target */
 	__u32 size;		/* bytes to copy: MP_PL_QUEUE_ALLOCS + its "bytes" */
 	__u32 profile, gen, max_frames, flags;
+	__u32 prev_gen, prev_profile, prev_flags;
 };
 
 /* One MP_EV_PRELOAD_BATCH record of room for CAP bytes of queue. */
@@ -1476,6 +1483,9 @@ static __noinline int pl_emit_queue_##CAP(struct pl_queue *a)                   
 	e->gen = a->gen;                                                                       \
 	e->max_frames = a->max_frames;                                                         \
 	e->flags = a->flags;                                                                   \
+	e->prev_gen = a->prev_gen;                                                             \
+	e->prev_profile = a->prev_profile;                                                     \
+	e->prev_flags = a->prev_flags;                                                         \
 	if (bpf_probe_read_user(e->q, n, (void *)a->q)) {                                      \
 		stat_inc(MP_STAT_STACK_ERRORS);                                                \
 		n = 0;	/* the daemon ignores an empty queue */                                \
@@ -1517,6 +1527,9 @@ int mp_usdt_flush(struct pt_regs *ctx)
 	a.size = MP_PL_QUEUE_ALLOCS + qh.bytes;
 	a.profile = cfg->profile;
 	a.gen = pt->gen;
+	a.prev_gen = pt->prev_gen;
+	a.prev_profile = pt->prev_profile;
+	a.prev_flags = pt->prev_flags;
 	a.max_frames = cfg->max_frames;
 	if (a.max_frames == 0 || a.max_frames > MP_MAX_STACK)
 		a.max_frames = MP_MAX_STACK;

@@ -175,17 +175,21 @@ struct mp_preload_queue_head {
  * MP_EV_PRELOAD_BATCH: what one memprof:flush passed, copied as it is (one record, one read,
  * whatever the number of samples): q[0..size) is the start of the process' struct
  * memprof_preload_queue. The daemon parses and checks it (it is the process' memory: anything
- * may be there): entries drawn under another generation than gen, or while the process is
- * not sampling (flags), are dropped, frames beyond max_frames cut, times later than h.time_ns
- * set to it; then the allocs are handled as MP_KIND_F_PRELOAD alloc records of h.tid, in
- * order, then the frees as an MP_EV_FREE_BATCH.
+ * may be there): entries go to the profile of their generation as struct mp_preload_target
+ * says (gen/flags/h.profile, or prev_*), others are dropped, frames beyond max_frames cut,
+ * times later than h.time_ns set to it; then the allocs are handled as MP_KIND_F_PRELOAD alloc
+ * records of h.tid, in order, then the frees as an MP_EV_FREE_BATCH.
  */
 struct mp_preload_batch_event {
-	struct mp_event_hdr h;
+	struct mp_event_hdr h;	/* profile: the process' current one */
 	__u32 gen;		/* the generation memprofd last wrote (mp_preload_target.gen) */
 	__u32 max_frames;	/* the process' mp_proc_cfg.max_frames, 1..MP_MAX_STACK */
 	__u32 flags;		/* the process' mp_proc_cfg.flags */
 	__u32 size;		/* bytes of q[]: 0 when the queue could not be read */
+	__u32 prev_gen;		/* mp_preload_target's previous generation, its profile and */
+	__u32 prev_profile;	/* flags: samples drawn under it go to that profile */
+	__u32 prev_flags;
+	__u32 _pad;
 	__u8 q[];
 };
 
@@ -330,13 +334,21 @@ struct mp_sampled_val {
 /*
  * A process profiled through libmemprof-preload (map "pltargets", key = tgid, written by the
  * loader): the library's executable mapping, whose frames the USDT programs drop from the top
- * of a stack, and the config generation the daemon last wrote (memprof:alloc events drawn
- * under another generation are dropped).
+ * of a stack, and the config generation the daemon last wrote with the profile and procs flags
+ * it was written for, and the one before it. A sample drawn under the current generation
+ * belongs to the process' profile when it samples; one drawn under the previous generation
+ * (reported after a stop or a new rate: a deferred queue, or a report racing the write)
+ * belongs to the previous profile if that one sampled (the engine keeps it when it was drawn
+ * before the stop); any other is dropped.
  */
 struct mp_preload_target {
 	__u64 lo, hi;		/* [lo, hi): the library's mappings */
 	__u32 gen;		/* memprof_preload_config.generation written by the daemon */
-	__u32 _pad;
+	__u32 profile;		/* ... for this profile */
+	__u32 flags;		/* ... with these mp_proc_cfg.flags */
+	__u32 prev_gen;		/* the generation before it (0: none) */
+	__u32 prev_profile;
+	__u32 prev_flags;
 };
 
 #ifndef __bpf__
@@ -349,7 +361,8 @@ _Static_assert(sizeof(struct mp_preload_alloc_head) == MP_PL_REC_FREE_IDS, "prel
 _Static_assert(sizeof(struct mp_preload_queued_head) + 8 * MP_MAX_STACK == MP_PL_QUEUED_SIZE,
 	       "preload queued record");
 _Static_assert(sizeof(struct mp_preload_queue_head) == 16 &&
-		       sizeof(struct mp_preload_batch_event) == 40, "preload batch layout");
+		       sizeof(struct mp_preload_batch_event) == 56, "preload batch layout");
+_Static_assert(sizeof(struct mp_preload_target) == 40, "preload target layout");
 _Static_assert(sizeof(struct mp_proc_cfg) == 32, "proc cfg layout");
 _Static_assert(sizeof(struct mp_ustack) == 32, "ustack layout");
 #endif

@@ -72,8 +72,9 @@ static void record_usage(FILE *f)
 		"      --zstd               compress the traces with zstd\n"
 		"      --preload[=LIB]      run CMD with LD_PRELOAD=libmemprof-preload.so (LIB):\n"
 		"                           it samples in-process and traps only on samples\n"
-		"      --batch N            with --preload: report samples N at a time (2..16,\n"
-		"                           at most 10 ms late): fewer traps (MEMPROF_BATCH)\n"
+		"      --batch N            with --preload: report samples N at a time, about\n"
+		"                           10 ms late at most (1..16, default 16; 1: each one\n"
+		"                           at once, a trap per sample) (MEMPROF_BATCH)\n"
 		"      --max-overhead PCT   detach a process whose probes cost more than PCT %%\n"
 		"                           of one CPU, 1 s average (default 0: no limit)\n"
 		"      --daemon             record through memprofd (fail if it is not reachable)\n"
@@ -434,7 +435,7 @@ struct record_opts {
 	char **cmd;
 	bool preload;			/* --preload: the cooperative fast path */
 	const char *preload_lib;	/* --preload=LIB */
-	unsigned int batch;		/* --batch N: MEMPROF_BATCH for CMD, 0: not set */
+	unsigned int batch;		/* --batch N: MEMPROF_BATCH for CMD (--preload: 16 if 0) */
 	enum record_daemon_mode daemon;	/* --daemon, --no-daemon */
 };
 
@@ -554,8 +555,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			o->preload_lib = optarg;
 			break;
 		case OPT_BATCH:
-			if (parse_u64(optarg, &v) || v < 2 || v > MEMPROF_PRELOAD_MAX_BATCH) {
-				fprintf(stderr, "memprofctl record: invalid batch '%s': 2 to %d "
+			if (parse_u64(optarg, &v) || v < 1 || v > MEMPROF_PRELOAD_MAX_BATCH) {
+				fprintf(stderr, "memprofctl record: invalid batch '%s': 1 to %d "
 					"samples per report\n", optarg, MEMPROF_PRELOAD_MAX_BATCH);
 				return 2;
 			}
@@ -653,7 +654,10 @@ static int preload_env(struct record_opts *o)
 		snprintf(seed, sizeof(seed), "%" PRIu64, o->eopts.seed);
 		setenv("MEMPROF_SEED", seed, 1);
 	}
-	if (o->batch) {
+	/* Deferred reports by default: the command's exit reports what is still queued. */
+	if (o->preload && !o->batch)
+		o->batch = MEMPROF_PRELOAD_MAX_BATCH;
+	if (o->batch) {	/* 1: the library reports each sample at once */
 		char batch[16];
 
 		snprintf(batch, sizeof(batch), "%u", o->batch);

@@ -1992,9 +1992,15 @@ static int pl_sync(struct mp_bpf *b, struct target *t, const struct mp_proc_cfg 
 		pt.lo = pf->lo;
 		pt.hi = pf->hi;
 	}
+	/* samples drawn under the generation written last may still arrive: see bpf/memprof.h */
+	pt.prev_gen = pt.gen;
+	pt.prev_profile = pt.profile;
+	pt.prev_flags = pt.flags;
 	err = pl_config_write(t->pid, t->pl_cfg, cfg, &pt.gen);
 	if (err)
 		return err;
+	pt.profile = cfg->profile;
+	pt.flags = cfg->flags;
 	t->pl_gen = pt.gen;
 	if (bpf_map_update_elem(pltargets_fd(b), &key, &pt, BPF_ANY))
 		return -errno;

@@ -47,7 +47,6 @@ int mp_preload_batch__expand(const void *rec, size_t size, const struct mp_prelo
 	ev.h.type = MP_EV_ALLOC;
 	ev.h.pid = b->h.pid;
 	ev.h.tid = b->h.tid;
-	ev.h.profile = b->h.profile;
 	for (uint32_t i = 0; i < qh.nalloc; i++) {
 		struct mp_preload_queued_head e;
 		uint32_t nfr;
@@ -58,8 +57,15 @@ int mp_preload_batch__expand(const void *rec, size_t size, const struct mp_prelo
 			break;
 		}
 		off += sizeof(e) + 8 * (uint32_t)e.r.nframes;
-		if (e.r.generation != b->gen || !(b->flags & MP_PROC_SAMPLING) || !e.r.addr ||
-		    !e.r.nsamples || !e.r.id) {
+		/* the profile of the generation it was drawn under (struct mp_preload_target) */
+		if (e.r.generation == b->gen && (b->flags & MP_PROC_SAMPLING))
+			ev.h.profile = b->h.profile;
+		else if (e.r.generation && e.r.generation == b->prev_gen &&
+			 (b->prev_flags & MP_PROC_SAMPLING))
+			ev.h.profile = b->prev_profile;
+		else
+			ev.h.profile = 0;
+		if (!ev.h.profile || !e.r.addr || !e.r.nsamples || !e.r.id) {
 			st->not_ours++;
 			continue;
 		}

@@ -26,7 +26,8 @@ struct mp_preload_batch_ops {
 struct mp_preload_batch_stats {
 	uint64_t allocs;	/* passed to ops->alloc */
 	uint64_t frees;		/* ids passed to ops->frees */
-	uint64_t not_ours;	/* samples drawn under another generation, or while not sampling */
+	uint64_t not_ours;	/* samples drawn under neither of the last two generations, or
+				 * while not sampling */
 	uint64_t malformed;	/* records or entries whose sizes do not hold together */
 };
 

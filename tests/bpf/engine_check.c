@@ -27,6 +27,8 @@ static const char *wl_path, *tmpdir;
 /* ENGINE_CHECK_PRELOAD=LIB (tests/bpf/fast-engine.sh): the workloads run with LD_PRELOAD=LIB,
  * so the same checks cover the cooperative fast path (preload mode). */
 static const char *preload_lib;
+/* MEMPROF_BATCH for the next child_spawn() (preload mode), or NULL */
+static const char *child_batch;
 static struct mp_engine *eng;
 
 struct child {
@@ -61,6 +63,8 @@ static int child_spawn(struct child *c)
 		dup2(out[1], 1);
 		if (preload_lib)
 			setenv("LD_PRELOAD", preload_lib, 1);
+		if (child_batch)
+			setenv("MEMPROF_BATCH", child_batch, 1);
 		execl(wl_path, wl_path, "ctl", (char *)NULL);
 		_exit(127);
 	}
@@ -254,6 +258,48 @@ static void test_start_errors(void)
 	ASSERT_EQ(collects, preload_lib ? sb.samples : sb.frees, "B's trace: collects");
 }
 
+/*
+ * Preload mode, deferred reports (MEMPROF_BATCH=16): the samples still queued in the process
+ * when its profile stops were drawn under the generation before the stop; they reach the
+ * daemon with the library's next call, which sees the stop, and the stopped profile keeps them.
+ * Before, they were dropped with their generation (all but a multiple of 16 of them).
+ * Preload mode only: deferred reports are the library's.
+ */
+static void test_deferred_stop(void)
+{
+	struct mp_profile_opts o = popts("deferred");
+	struct mp_proc_stats s;
+	struct mp_profile *p;
+	uint64_t allocs, collects;
+	struct child c;
+	char err[256];
+	int r;
+
+	child_batch = "16";
+	r = child_spawn(&c);
+	child_batch = NULL;
+	if (!ASSERT_OK(r, "spawn"))
+		return;
+	o.rate = 1;
+	if (!ASSERT_OK(mp_engine__start(eng, &o, &c.pid, 1, &p, err, sizeof(err)), err))
+		return;
+	/* arms within its first 64 KiB (the library's poll), then every block is sampled */
+	ASSERT_OK(child_cmd(&c, "leak 300"), "leak");
+	drain();
+	ASSERT_OK(mp_profile__stop(p), "stop");
+	ASSERT_OK(child_cmd(&c, "leak 1"), "one call after the stop");
+	drain();
+	s = stats_of(p);
+	ASSERT_TRUE(s.samples > 100, "sampled");
+	ASSERT_EQ(s.nsamples, s.preload_samples,
+		  "every sample the library drew before the stop is the stopped profile's");
+	ASSERT_OK(child_exit(&c), "child exit");
+	drain();
+	ASSERT_OK(mp_profile__discard(p), "discard");
+	ASSERT_OK(read_trace(mp_profile__opts(p)->out_path, &allocs, &collects), "read");
+	ASSERT_EQ(allocs, s.samples, "and its trace has them");
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -341,6 +387,8 @@ int main(int argc, char **argv)
 	RUN(test_start_errors);
 	RUN(test_duration_and_fd);
 	RUN(test_stats);
+	if (preload_lib)
+		RUN(test_deferred_stop);
 	mp_engine__free(eng);
 	return test_exit();
 }

@@ -40,6 +40,13 @@ ok "usdt: memprof:flush has a semaphore" grep -Eq "Semaphore: 0x0*[1-9a-f]" <<<"
 ok "--batch without --preload is refused (exit 2)" [ $? -eq 2 ]
 "$CTL" record --preload --batch 17 -o "$T/b17.ctf" -- true 2>"$T/b17.err"
 ok "--batch 17 is refused (exit 2)" [ $? -eq 2 ]
+"$CTL" record --preload --batch 0 -o "$T/b0.ctf" -- true 2>"$T/b0.err"
+ok "--batch 0 is refused (exit 2)" [ $? -eq 2 ]
+# record --preload reports 16 samples per trap unless told otherwise; 1 is immediate reports
+"$CTL" record --preload -o "$T/env16.ctf" -- env >"$T/env16.out" 2>/dev/null
+ok "record --preload: MEMPROF_BATCH=16 by default" grep -qx MEMPROF_BATCH=16 "$T/env16.out"
+"$CTL" record --preload --batch 1 -o "$T/env1.ctf" -- env >"$T/env1.out" 2>/dev/null
+ok "record --preload --batch 1: MEMPROF_BATCH=1" grep -qx MEMPROF_BATCH=1 "$T/env1.out"
 
 # Accuracy, as fast-stats.sh, in deferred mode.
 record batch-hist --preload --batch 8 -r 0.01 --seed 12345 -o "$T/batch-hist.ctf" -- \

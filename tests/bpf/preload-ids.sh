@@ -1,5 +1,6 @@
 #!/bin/bash
-# libmemprof-preload reports frees by block id, batched (memprofctl record --preload, real BPF):
+# libmemprof-preload reports frees by block id, batched (memprofctl record --preload --batch 1:
+# immediate reports, the library's own default; real BPF):
 #  - reuse: a block freed by another thread while its address is handed out again at once by
 #    the allocating thread (the free still pending in the library's batch): keyed by id, each
 #    free collects its own block; keyed by address, the second block would be collected and
@@ -13,7 +14,7 @@
 PL=$MP_BUILD/tests/preload/pl_ids
 [ -x "$PL" ] || { echo "FAIL: missing $PL (make test-bins)"; exit 1; }
 
-record ids-reuse --preload -r 0.5 --seed 3 -o "$T/ids-reuse.ctf" -- "$PL" reuse 3000
+record ids-reuse --preload --batch 1 -r 0.5 --seed 3 -o "$T/ids-reuse.ctf" -- "$PL" reuse 3000
 ok "reuse: exit status 0" [ "$rc" -eq 0 ]
 ok "reuse: profiled in preload mode" grep -q " mode=preload;" <(context_of "$T/ids-reuse.ctf")
 reused=$(sed -n 's/^REUSED //p' "$T/ids-reuse.out")
@@ -24,13 +25,13 @@ ok "reuse: no ring-buffer drop" grep -q "ringbuf=0 " <<<"$ctx"
 ok "reuse: no stale block" grep -q "stale_blocks=0 " <<<"$ctx"
 "$CHECK" sites "$T/ids-reuse.ctf" "$T/ids-reuse.out" ids_site_first ids_site_second
 
-record ids-exitfree --preload -r 0.5 --seed 3 -o "$T/ids-exitfree.ctf" -- "$PL" exitfree 100
+record ids-exitfree --preload --batch 1 -r 0.5 --seed 3 -o "$T/ids-exitfree.ctf" -- "$PL" exitfree 100
 ok "exitfree: exit status 0" [ "$rc" -eq 0 ]
 pending=$(sed -n 's/.*PENDING //p' "$T/ids-exitfree.err")
 ok "exitfree: frees were pending at exit (${pending:-none})" [ "${pending:-0}" -gt 0 ]
 "$CHECK" sites "$T/ids-exitfree.ctf" "$T/ids-exitfree.out" ids_site_exit
 
-record ids-remap --preload -r 0.5 --seed 3 -o "$T/ids-remap.ctf" -- "$PL" remap 200
+record ids-remap --preload --batch 1 -r 0.5 --seed 3 -o "$T/ids-remap.ctf" -- "$PL" remap 200
 ok "remap: exit status 0" [ "$rc" -eq 0 ]
 "$CHECK" sites "$T/ids-remap.ctf" "$T/ids-remap.out" ids_site_remap
 

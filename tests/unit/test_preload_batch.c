@@ -76,7 +76,8 @@ static void q_add(struct memprof_preload_queue *q, uint64_t time, uint64_t id, u
 	q->nalloc++;
 }
 
-static void build(struct built *b, uint32_t flags, uint32_t max_frames)
+static void build_prev(struct built *b, uint32_t flags, uint32_t max_frames, uint32_t prev_gen,
+		       uint32_t prev_profile, uint32_t prev_flags)
 {
 	struct mp_preload_batch_event h = { 0 };
 	size_t qsize = MP_PL_QUEUE_ALLOCS + b->q.bytes;
@@ -90,10 +91,18 @@ static void build(struct built *b, uint32_t flags, uint32_t max_frames)
 	h.max_frames = max_frames;
 	h.flags = flags;
 	h.size = (uint32_t)qsize;
+	h.prev_gen = prev_gen;
+	h.prev_profile = prev_profile;
+	h.prev_flags = prev_flags;
 	b->size = sizeof(h) + qsize;
 	b->rec = malloc(b->size);	/* exactly the record: ASan sees any read past it */
 	memcpy(b->rec, &h, sizeof(h));
 	memcpy(b->rec + sizeof(h), &b->q, qsize);
+}
+
+static void build(struct built *b, uint32_t flags, uint32_t max_frames)
+{
+	build_prev(b, flags, max_frames, 0, 0, 0);
 }
 
 static void test_expand(void)
@@ -142,6 +151,21 @@ static void test_expand(void)
 	ASSERT_OK(mp_preload_batch__expand(b.rec, b.size, &ops, &s, &st), "expand, stopped");
 	ASSERT_EQ(s.nalloc, 0, "no sample while not sampling");
 	ASSERT_EQ(s.nids, 2, "frees after a stop");
+	free(b.rec);
+
+	/* after a stop (or a new rate): the previous generation's samples go to its profile */
+	memset(&s, 0, sizeof(s));
+	build_prev(&b, 0, 0, GEN - 1, 4, MP_PROC_SAMPLING);
+	ASSERT_OK(mp_preload_batch__expand(b.rec, b.size, &ops, &s, &st), "expand, previous");
+	ASSERT_EQ(s.nalloc, 1, "the previous generation's sample");
+	ASSERT_EQ(s.allocs[0].addr, 3, "that one");
+	ASSERT_EQ(s.allocs[0].h.profile, 4, "for the previous profile");
+	free(b.rec);
+	memset(&s, 0, sizeof(s));
+	build_prev(&b, MP_PROC_SAMPLING, 0, GEN - 1, 4, 0);
+	ASSERT_OK(mp_preload_batch__expand(b.rec, b.size, &ops, &s, &st), "expand, previous off");
+	ASSERT_EQ(s.nalloc, 3, "the current generation's samples only");
+	ASSERT_EQ(s.allocs[0].h.profile, 5, "for the current profile");
 	free(b.rec);
 }
 

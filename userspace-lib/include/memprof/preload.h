@@ -93,8 +93,10 @@
  *    "alloc", as without MEMPROF_BATCH (taking the pending frees only when no alloc is
  *    queued). A pending sample reaches the profiler late: up to 10 ms, or later when the
  *    process samples and frees nothing more until it exits; samples still queued when the
- *    profiler changes the generation (a new rate, a stop) are dropped with it, as any sample
- *    drawn under an older generation is, and a process killed by a signal loses its queue.
+ *    profiler changes the generation (a new rate, a stop) go out at the library's next
+ *    allocator call, which sees the change, under the generation they were drawn under (a
+ *    profiler keeps the previous generation's samples: memprofd gives them to the profile
+ *    that was sampling then); a process killed by a signal loses its queue.
  *
  * 2. Semaphores. "memprof:alloc" carries the USDT semaphore memprof_alloc_semaphore ("free"
  *    memprof_free_semaphore, "free_batch" memprof_free_batch_semaphore). The kernel
