@@ -344,6 +344,10 @@ struct target {
 	ino_t pl_ino;
 	uint64_t pl_cfg;	/* address of memprof_preload_config in the process */
 	uint32_t pl_gen;	/* the config generation we wrote last */
+	uint64_t pl_queue;	/* address of its struct memprof_preload_pending, 0: not read */
+	uint64_t pl_seq;	/* its seq when last looked at (mp_bpf__preload_pull) */
+	uint64_t pl_pulled;	/* its seq when last taken */
+	bool pl_seq_valid, pl_pulled_valid;
 	struct target *next;
 };
 
@@ -2082,6 +2086,8 @@ static int pl_attach(struct mp_bpf *b, struct target *t)
 		pl_retire_links(b, t);
 	else if (!t->preload && t->nlinks)
 		pl_retire_links(b, t);	/* uprobe mode before exec */
+	t->pl_queue = 0;	/* a new image: its own queue */
+	t->pl_seq_valid = t->pl_pulled_valid = false;
 	err = pl_cfg_addr(&pf, &t->pl_cfg);
 	if (err) {
 		logf_(b, 4, "'%s' has no usable " PL_CFG_SYM " symbol: %s", pf.path,
@@ -2134,6 +2140,90 @@ int mp_bpf__mode(struct mp_bpf *b, pid_t pid)
 	if (!t)
 		return -ENOENT;
 	return t->preload ? MP_BPF_MODE_PRELOAD : MP_BPF_MODE_UPROBE;
+}
+
+/* Copy @len bytes at @addr of @pid's memory: 0, or -errno (-EIO: short). */
+static int pl_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec lv = { buf, len }, rv = { (void *)(uintptr_t)addr, len };
+	ssize_t n = process_vm_readv(pid, &lv, 1, &rv, 1, 0);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+int mp_bpf__preload_pull(struct mp_bpf *b, pid_t pid, void *buf, size_t len)
+{
+	struct target *t = target_find(b, pid);
+	struct mp_preload_batch_event *e = buf;
+	struct {
+		uint64_t busy, seq;
+		struct mp_preload_queue_head qh;
+	} before, after;
+	struct mp_preload_target pt;
+	struct mp_proc_cfg cfg;
+	uint32_t key = (uint32_t)pid;
+	struct timespec ts;
+	uint8_t *q;
+	int err;
+
+	if (!t || !t->preload)
+		return -ENOENT;
+	if (len < sizeof(*e) + MP_PL_QUEUE_SIZE)
+		return -EINVAL;
+	if (!t->pl_queue) {
+		err = pl_read(pid, t->pl_cfg + offsetof(struct memprof_preload_config, pending),
+			      &t->pl_queue, sizeof(t->pl_queue));
+		if (err || !t->pl_queue)
+			return err;	/* 0: its constructor has not run yet */
+	}
+	err = pl_read(pid, t->pl_queue, &before, sizeof(before));
+	if (err)
+		return err;
+	/* Only a queue left as it was since the last look (a busy process sends its own), and
+	 * not taken already. */
+	if (!t->pl_seq_valid || before.seq != t->pl_seq || before.busy) {
+		t->pl_seq = before.seq;
+		t->pl_seq_valid = !before.busy;
+		return 0;
+	}
+	if ((!before.qh.nalloc && !before.qh.nfree) ||
+	    (t->pl_pulled_valid && t->pl_pulled == before.seq))
+		return 0;
+	if (before.qh.nalloc > MP_PL_QUEUE_MAX || before.qh.nfree > MP_FREE_BATCH_MAX ||
+	    before.qh.bytes > MP_PL_QUEUE_SIZE - MP_PL_QUEUE_ALLOCS)
+		return -EPROTO;
+	q = e->q;
+	err = pl_read(pid, t->pl_queue + offsetof(struct memprof_preload_pending, q), q,
+		      MP_PL_QUEUE_ALLOCS + before.qh.bytes);
+	if (err)
+		return err;
+	err = pl_read(pid, t->pl_queue, &after, sizeof(after));
+	if (err)
+		return err;
+	if (after.busy || after.seq != before.seq || memcmp(q, &before.qh, sizeof(before.qh)))
+		return 0;	/* changed meanwhile: it is being sent */
+	t->pl_pulled = before.seq;
+	t->pl_pulled_valid = true;
+	if (bpf_map_lookup_elem(procs_fd(b), &key, &cfg) ||
+	    bpf_map_lookup_elem(pltargets_fd(b), &key, &pt))
+		return -ENOENT;
+	memset(e, 0, sizeof(*e));
+	e->h.type = MP_EV_PRELOAD_BATCH;
+	e->h.pid = (uint32_t)pid;
+	e->h.tid = (uint32_t)pid;
+	e->h.profile = cfg.profile;
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* bpf_ktime_get_ns()'s clock */
+	e->h.time_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	e->gen = pt.gen;
+	e->max_frames = cfg.max_frames;
+	e->flags = cfg.flags;
+	e->size = MP_PL_QUEUE_ALLOCS + before.qh.bytes;
+	e->prev_gen = pt.prev_gen;
+	e->prev_profile = pt.prev_profile;
+	e->prev_flags = pt.prev_flags;
+	return (int)(sizeof(*e) + e->size);
 }
 
 int mp_bpf__preload_stats(struct mp_bpf *b, pid_t pid, uint64_t *out, size_t n)

@@ -88,6 +88,16 @@ int mp_bpf__mode(struct mp_bpf *b, pid_t pid);
 /* Read a preload-mode process' library counters (enum memprof_preload_stat) into @out[0..n).
  * Returns how many were read, -ENOENT unless @pid is in preload mode, or -errno. */
 int mp_bpf__preload_stats(struct mp_bpf *b, pid_t pid, uint64_t *out, size_t n);
+/*
+ * A preload-mode process that left its library's queue (<memprof/preload.h>, struct
+ * memprof_preload_pending) untouched since the previous call: copy it, without a trap, into
+ * @buf as an MP_EV_PRELOAD_BATCH record (bpf/memprof.h) of this moment, as if it had been
+ * flushed. The library still reports it later: its samples and frees are then seen twice (the
+ * engine ignores a preload id it tracks already, and a free of one it does not). Returns the
+ * record's size, 0 when there is nothing to take (yet), -ENOENT unless @pid is in preload mode,
+ * -EINVAL if @len is below sizeof(struct mp_preload_batch_event) + MP_PL_QUEUE_SIZE, -errno.
+ */
+int mp_bpf__preload_pull(struct mp_bpf *b, pid_t pid, void *buf, size_t len);
 
 /* User-space counters of the loader. */
 struct mp_bpf_counters {

@@ -118,6 +118,8 @@ struct mp_engine {
 	char hostname[256];
 	uint64_t drops[MP_DROP__MAX];
 	struct mp_preload_batch_stats batches;	/* MP_EV_PRELOAD_BATCH records */
+	uint64_t pull_next_ns;		/* next look at idle preload queues (pull_idle_queues) */
+	void *pull_buf;			/* one MP_EV_PRELOAD_BATCH record, for them */
 	uint64_t ovh_next_ns;		/* next overhead check (CLOCK_MONOTONIC), 0: none due */
 	uint64_t timer_next_ns;		/* when the timerfd fires (arm_timer), 0: disarmed */
 	/* mp_profile__sync_pid(): the trace of sync_pid (> 0) goes to sync_fd (service) */
@@ -903,6 +905,10 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 	time_us = mp_ktime_to_epoch_us(ev->h.time_ns);
 
 	en = mp_entries__find(e->entries, t->pid, ev->addr);
+	/* A preload id is never handed out twice: this sample was taken already from the
+	 * process' queue (pull_idle_queues), and is now reported by the library itself. */
+	if (en && (ev->kind & MP_KIND_F_PRELOAD))
+		return;
 	if (en) {
 		/* The allocator handed out a tracked address again: its free was lost. */
 		struct mp_ptrace *owner = mp_entries__owner(e->entries, en);
@@ -1325,6 +1331,7 @@ void mp_engine__free(struct mp_engine *e)
 		close(e->epfd);
 	if (e->timerfd >= 0)
 		close(e->timerfd);
+	free(e->pull_buf);
 	free(e->default_dir);
 	free(e);
 }
@@ -1422,6 +1429,40 @@ static void check_overhead(struct mp_engine *e, uint64_t now)
 		e->ovh_next_ns = now + window;
 }
 
+/*
+ * Deferred preload reports wait in the process until its next sample or free; a process that
+ * goes idle would keep its last samples (and, in either mode, its last frees) from the profile
+ * indefinitely. Every MP_PULL_NS, the queue of each preload-mode process that left it untouched
+ * since the previous look is copied without a trap (mp_bpf__preload_pull) and handled as if it
+ * had been sent; when the library sends it later, the engine ignores what it saw already.
+ */
+#define MP_PULL_NS	200000000ull
+#define MP_PULL_BUF	(sizeof(struct mp_preload_batch_event) + MP_PL_QUEUE_SIZE)
+
+static void pull_idle_queues(struct mp_engine *e, uint64_t now)
+{
+	if (!e->bpf || now < e->pull_next_ns)
+		return;
+	e->pull_next_ns = now + MP_PULL_NS;
+	if (!e->pull_buf && !(e->pull_buf = malloc(MP_PULL_BUF)))
+		return;
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		if (p->state == MP_PROFILE_DISCARDED)
+			continue;
+		for (struct mp_ptrace *t = p->list; t; t = t->next) {
+			int n;
+
+			if (t->exited || t->completed)
+				continue;
+			/* a second trace of the same process finds the queue taken */
+			n = mp_bpf__preload_pull(e->bpf, t->pid, e->pull_buf, MP_PULL_BUF);
+			if (n > 0 && mp_preload_batch__expand(e->pull_buf, (size_t)n, &batch_ops, e,
+							      &e->batches))
+				e->drops[MP_DROP_MALFORMED]++;
+		}
+	}
+}
+
 static void check_deadlines(struct mp_engine *e)
 {
 	uint64_t expirations, now = now_mono_ns();
@@ -1436,6 +1477,7 @@ static void check_deadlines(struct mp_engine *e)
 		}
 	}
 	check_overhead(e, now);
+	pull_idle_queues(e, now);
 	arm_timer(e);
 }
 

@@ -300,6 +300,88 @@ static void test_deferred_stop(void)
 	ASSERT_EQ(allocs, s.samples, "and its trace has them");
 }
 
+/* Drain the engine for up to @ms while @p's stats do not satisfy @done; the last stats. */
+static struct mp_proc_stats wait_stats(struct mp_profile *p, int ms,
+				       bool (*done)(const struct mp_proc_stats *s))
+{
+	struct mp_proc_stats s;
+
+	for (int waited = 0;; waited += 20) {
+		drain();
+		s = stats_of(p);
+		if (done(&s) || waited >= ms)
+			return s;
+		usleep(20000);
+	}
+}
+
+static bool all_samples_seen(const struct mp_proc_stats *s)
+{
+	return s->samples > 0 && s->nsamples == s->preload_samples;
+}
+
+static bool all_freed(const struct mp_proc_stats *s)
+{
+	return s->frees == s->samples;
+}
+
+/*
+ * Preload mode, a process that goes idle with samples (deferred reports) or frees (both
+ * modes) still queued in its library: the engine takes the queue itself within a second
+ * (pull_idle_queues), so the profile shows every sample and every free; what the library
+ * sends later (at exit) is not counted twice.
+ */
+static void idle_queue(const char *batch)
+{
+	struct mp_profile_opts o = popts(batch ? "idle-deferred" : "idle-immediate");
+	uint64_t drops[MP_DROP__MAX] = { 0 }, stale, allocs, collects;
+	struct mp_proc_stats s;
+	struct mp_profile *p;
+	struct child c;
+	char err[256];
+	int r;
+
+	child_batch = batch;
+	r = child_spawn(&c);
+	child_batch = NULL;
+	if (!ASSERT_OK(r, "spawn"))
+		return;
+	o.rate = 1;
+	if (!ASSERT_OK(mp_engine__start(eng, &o, &c.pid, 1, &p, err, sizeof(err)), err))
+		return;
+	mp_engine__drops(eng, drops, MP_DROP__MAX);
+	stale = drops[MP_DROP_STALE];
+	ASSERT_OK(child_cmd(&c, "leak 300"), "leak");
+	s = wait_stats(p, 2000, all_samples_seen);
+	ASSERT_TRUE(s.samples > 100, "sampled");
+	ASSERT_EQ(s.nsamples, s.preload_samples, "an idle process' queued samples are taken");
+	ASSERT_OK(child_cmd(&c, "free"), "free");
+	s = wait_stats(p, 2000, all_freed);
+	ASSERT_EQ(s.frees, s.samples, "and its queued frees");
+	ASSERT_TRUE(s.est_live_bytes == 0, "nothing shows live");
+	ASSERT_OK(child_exit(&c), "child exit");
+	drain();
+	s = stats_of(p);
+	ASSERT_EQ(s.nsamples, s.preload_samples, "what the library sent at exit was not counted again");
+	ASSERT_EQ(s.frees, s.samples, "nor collected twice");
+	mp_engine__drops(eng, drops, MP_DROP__MAX);
+	ASSERT_EQ(drops[MP_DROP_STALE], stale, "no sample taken for a stale block");
+	ASSERT_OK(mp_profile__discard(p), "discard");
+	ASSERT_OK(read_trace(mp_profile__opts(p)->out_path, &allocs, &collects), "read");
+	ASSERT_EQ(allocs, s.samples, "its trace: allocs");
+	ASSERT_EQ(collects, s.samples, "its trace: collects");
+}
+
+static void test_idle_queue_deferred(void)
+{
+	idle_queue("16");
+}
+
+static void test_idle_queue_immediate(void)
+{
+	idle_queue(NULL);
+}
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -387,8 +469,11 @@ int main(int argc, char **argv)
 	RUN(test_start_errors);
 	RUN(test_duration_and_fd);
 	RUN(test_stats);
-	if (preload_lib)
+	if (preload_lib) {
 		RUN(test_deferred_stop);
+		RUN(test_idle_queue_deferred);
+		RUN(test_idle_queue_immediate);
+	}
 	mp_engine__free(eng);
 	return test_exit();
 }

@@ -70,7 +70,7 @@ _Static_assert(PL_SAME_KIND(MALLOC) && PL_SAME_KIND(CALLOC) && PL_SAME_KIND(REAL
 		       PL_SAME_KIND(MUNMAP),
 	       "memprof_preload_kind must match enum mp_kind");
 _Static_assert(MEMPROF_PRELOAD_STAT__MAX <= MEMPROF_PRELOAD_STAT__SLOTS, "stats slots");
-_Static_assert(sizeof(struct memprof_preload_config) == 40 + 8 * MEMPROF_PRELOAD_STAT__SLOTS,
+_Static_assert(sizeof(struct memprof_preload_config) == 48 + 8 * MEMPROF_PRELOAD_STAT__SLOTS,
 	       "config layout");
 _Static_assert(sizeof(struct memprof_preload_test_rec) == 48, "test record layout");
 _Static_assert(sizeof(struct memprof_preload_alloc_rec) ==
@@ -150,10 +150,8 @@ static struct {
  * deferred mode a free waits for another holder instead, or, when the holder is its own
  * thread, leaves its id in the thread's late[] (see pl_batch_free()).
  */
-static struct {
-	uintptr_t busy;		/* 0: free; 1: held; deferred mode: the holder's struct pl_thread */
-	struct memprof_preload_queue q;
-} pl_pending;
+static struct memprof_preload_pending pl_pending;	/* busy: 0 free; 1 held; deferred mode: the
+							 * holder's struct pl_thread */
 
 static void pl_pending_flush(bool wait);
 static bool pl_batch_lock(bool wait);
@@ -443,9 +441,16 @@ static inline bool pl_pending_trylock(void)
 	return pl_pending_trylock_as(1);
 }
 
+/* Holder only: the queue may have changed (struct memprof_preload_pending). */
+static inline void pl_pending_release(void)
+{
+	__atomic_store_n(&pl_pending.seq, pl_pending.seq + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&pl_pending.busy, 0, __ATOMIC_RELEASE);
+}
+
 static inline void pl_pending_unlock(void)
 {
-	__atomic_store_n(&pl_pending.busy, 0, __ATOMIC_RELEASE);
+	pl_pending_release();
 }
 
 /* Take the pending ids into @ids (the buffer locked by the caller). */
@@ -650,7 +655,7 @@ static void pl_batch_unlock(void)
 
 	for (;;) {
 		pl_batch_drain_late(t);
-		__atomic_store_n(&pl_pending.busy, 0, __ATOMIC_RELEASE);
+		pl_pending_release();
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		/* a handler struck between the drain and the store */
 		if (!__atomic_load_n(&t->nlate, __ATOMIC_RELAXED) || !pl_batch_lock(false))
@@ -1570,6 +1575,7 @@ __attribute__((constructor)) static void pl_init(void)
 	pl_usdt_site[2] = pl_find_usdt_site((void *)memprof_preload_free_batch_hook);
 	pl_usdt_site[3] = pl_find_usdt_site((void *)memprof_preload_flush_hook);
 	pl_g.main_thread = pthread_self();
+	memprof_preload_config.pending = (uintptr_t)&pl_pending;
 	pthread_atfork(pl_atfork_prepare, NULL, pl_atfork_child);
 	__atomic_store_n(&pl_g.ready, true, __ATOMIC_RELEASE);
 	/* Allocations made before this constructor only polled: re-evaluate at the next one. */

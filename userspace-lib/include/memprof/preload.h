@@ -45,7 +45,8 @@
  *    buffer's lock is only ever tried, never waited for) or when sampling is disarmed. A block's
  *    free is always reported after its "alloc" returned, but may be reported late: until then the
  *    profiler sees the block live (a process that frees sampled blocks and then stops allocating
- *    shows up to MEMPROF_PRELOAD_FREE_BATCH - 1 of them live until it allocates again or exits). A
+ *    holds up to MEMPROF_PRELOAD_FREE_BATCH - 1 of them until it allocates again or exits, unless
+ *    the profiler takes them from its queue: struct memprof_preload_pending). A
  *    process killed by a signal, or one that ends with _exit() or the exit_group system call,
  *    loses its pending ids.
  *    Frees are reported whether or not sampling is still armed (as Gc.Memprof reports
@@ -91,8 +92,9 @@
  *    is never reported before its alloc. A sample the library could not walk (nframes -1, or
  *    the queue busy: another thread flushing, a signal handler) is reported at once through
  *    "alloc", as without MEMPROF_BATCH (taking the pending frees only when no alloc is
- *    queued). A pending sample reaches the profiler late: up to 10 ms, or later when the
- *    process samples and frees nothing more until it exits; samples still queued when the
+ *    queued). A pending sample reaches the profiler late: up to 10 ms, or, when the process
+ *    samples and frees nothing more, when the profiler takes the queue (memprofd: within about
+ *    half a second) or at exit; samples still queued when the
  *    profiler changes the generation (a new rate, a stop) go out at the library's next
  *    allocator call, which sees the change, under the generation they were drawn under (a
  *    profiler keeps the previous generation's samples: memprofd gives them to the profile
@@ -230,6 +232,8 @@ struct memprof_preload_config {
 	uint32_t generation;		/* bumped last; 0: never written */
 	uint32_t _pad;
 	/* Written by the library. */
+	uint64_t pending;		/* address of its struct memprof_preload_pending, 0 until
+					 * its constructor ran */
 	uint64_t stats[MEMPROF_PRELOAD_STAT__SLOTS];	/* enum memprof_preload_stat */
 };
 
@@ -279,6 +283,22 @@ struct memprof_preload_queue {
 			sizeof(struct memprof_preload_queued_alloc) / sizeof(uint64_t)];
 };
 #define MEMPROF_PRELOAD_QUEUE_HEAD	(16 + 8 * MEMPROF_PRELOAD_FREE_BATCH)	/* offsetof allocs */
+
+/*
+ * The queue with its lock, where memprof_preload_config.pending points. Whoever holds the lock
+ * (busy != 0) may change the queue, and adds 1 to seq before letting it go, so a profiler can
+ * copy a consistent queue without trapping: busy and seq, the queue, busy and seq again, each
+ * read after the one before (process_vm_readv() calls); busy 0 both times and seq unchanged
+ * means nobody touched it in between. What it copies will still be reported by the library:
+ * a profiler that takes it early must treat those ids as already seen (memprofd takes the queue
+ * of a process that left it untouched for a while, so an idle process shows its last samples
+ * and frees).
+ */
+struct memprof_preload_pending {
+	uint64_t busy;			/* 0: free */
+	uint64_t seq;
+	struct memprof_preload_queue q;
+};
 
 /* MEMPROF_TEST_LOG record, native endianness. */
 enum memprof_preload_rec_type {
