@@ -435,7 +435,7 @@ struct record_opts {
 	char **cmd;
 	bool preload;			/* --preload: the cooperative fast path */
 	const char *preload_lib;	/* --preload=LIB */
-	unsigned int batch;		/* --batch N: MEMPROF_BATCH for CMD (--preload: 16 if 0) */
+	unsigned int batch;		/* --batch N: MEMPROF_BATCH for CMD, 0: not set */
 	enum record_daemon_mode daemon;	/* --daemon, --no-daemon */
 };
 
@@ -654,10 +654,7 @@ static int preload_env(struct record_opts *o)
 		snprintf(seed, sizeof(seed), "%" PRIu64, o->eopts.seed);
 		setenv("MEMPROF_SEED", seed, 1);
 	}
-	/* Deferred reports by default: the command's exit reports what is still queued. */
-	if (o->preload && !o->batch)
-		o->batch = MEMPROF_PRELOAD_MAX_BATCH;
-	if (o->batch) {	/* 1: the library reports each sample at once */
+	if (o->batch) {	/* 1: the library reports each sample at once; unset: 16 */
 		char batch[16];
 
 		snprintf(batch, sizeof(batch), "%u", o->batch);

@@ -148,6 +148,37 @@ static int read_trace(const char *path, uint64_t *allocs, uint64_t *collects)
 	return res < 0 ? -1 : 0;
 }
 
+/* Drain the engine for up to @ms while @p's stats do not satisfy @done; the last stats. */
+static struct mp_proc_stats wait_stats(struct mp_profile *p, int ms,
+				       bool (*done)(const struct mp_proc_stats *s))
+{
+	struct mp_proc_stats s;
+
+	for (int waited = 0;; waited += 20) {
+		drain();
+		s = stats_of(p);
+		if (done(&s) || waited >= ms)
+			return s;
+		usleep(20000);
+	}
+}
+
+/* Preload mode: the engine has every sample the library drew (none still queued in it). */
+static bool all_samples_seen(const struct mp_proc_stats *s)
+{
+	return s->samples > 0 && s->nsamples == s->preload_samples;
+}
+
+static bool library_queue_seen(const struct mp_proc_stats *s)
+{
+	return !preload_lib || all_samples_seen(s);
+}
+
+static bool all_freed(const struct mp_proc_stats *s)
+{
+	return s->frees == s->samples;
+}
+
 static struct mp_profile *pa, *pb;
 
 static void test_start_errors(void)
@@ -181,10 +212,10 @@ static void test_start_errors(void)
 	ASSERT_TRUE(strstr(err, "already") != NULL, "EBUSY message");
 	ASSERT_EQ(mp_profile__discard(pa), -EINVAL, "discard needs a stopped profile");
 
-	/* Phase 1: A samples. */
+	/* Phase 1: A samples. Preload mode: the library reports its last samples late (deferred
+	 * reports), with the engine's look at its idle queue at the latest. */
 	ASSERT_OK(child_cmd(&c, "leak 3000"), "leak");
-	drain();
-	struct mp_proc_stats s1 = stats_of(pa);
+	struct mp_proc_stats s1 = wait_stats(pa, 2000, library_queue_seen);
 	ASSERT_TRUE(s1.samples > 1000, "A sampled the leaks");
 	ASSERT_EQ(s1.pid, c.pid, "stats pid");
 	ASSERT_EQ(s1.mode, preload_lib ? MP_PROC_MODE_PRELOAD : MP_PROC_MODE_UPROBE,
@@ -300,31 +331,6 @@ static void test_deferred_stop(void)
 	ASSERT_EQ(allocs, s.samples, "and its trace has them");
 }
 
-/* Drain the engine for up to @ms while @p's stats do not satisfy @done; the last stats. */
-static struct mp_proc_stats wait_stats(struct mp_profile *p, int ms,
-				       bool (*done)(const struct mp_proc_stats *s))
-{
-	struct mp_proc_stats s;
-
-	for (int waited = 0;; waited += 20) {
-		drain();
-		s = stats_of(p);
-		if (done(&s) || waited >= ms)
-			return s;
-		usleep(20000);
-	}
-}
-
-static bool all_samples_seen(const struct mp_proc_stats *s)
-{
-	return s->samples > 0 && s->nsamples == s->preload_samples;
-}
-
-static bool all_freed(const struct mp_proc_stats *s)
-{
-	return s->frees == s->samples;
-}
-
 /*
  * Preload mode, a process that goes idle with samples (deferred reports) or frees (both
  * modes) still queued in its library: the engine takes the queue itself within a second
@@ -333,7 +339,7 @@ static bool all_freed(const struct mp_proc_stats *s)
  */
 static void idle_queue(const char *batch)
 {
-	struct mp_profile_opts o = popts(batch ? "idle-deferred" : "idle-immediate");
+	struct mp_profile_opts o = popts(strcmp(batch, "1") ? "idle-deferred" : "idle-immediate");
 	uint64_t drops[MP_DROP__MAX] = { 0 }, stale, allocs, collects;
 	struct mp_proc_stats s;
 	struct mp_profile *p;
@@ -379,7 +385,7 @@ static void test_idle_queue_deferred(void)
 
 static void test_idle_queue_immediate(void)
 {
-	idle_queue(NULL);
+	idle_queue("1");
 }
 
 static uint64_t now_ms(void)

@@ -5,8 +5,8 @@
 # library's samplers are seeded by --seed through MEMPROF_SEED, so each run is reproducible),
 # estimated bytes per known site within 4 SE at rates 1e-4 and 1e-2, leaks live at exit and
 # freed blocks collected, C++ new/delete, cross-thread frees. Every trace says mode=preload.
-# Immediate reports (--batch 1, the library's own default); preload-batch.sh runs the same
-# accuracy checks with deferred ones (record's default).
+# Immediate reports (--batch 1, a trap per sample); preload-batch.sh runs the same
+# accuracy checks with deferred ones (the default).
 . "$(dirname "$0")/record.lib"
 LIB=$MP_BUILD/lib/libmemprof-preload.so
 [ -f "$LIB" ] || { echo "FAIL: missing $LIB (make all)"; exit 1; }

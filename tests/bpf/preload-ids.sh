@@ -1,6 +1,6 @@
 #!/bin/bash
 # libmemprof-preload reports frees by block id, batched (memprofctl record --preload --batch 1:
-# immediate reports, the library's own default; real BPF):
+# immediate reports, one trap per sample; real BPF):
 #  - reuse: a block freed by another thread while its address is handed out again at once by
 #    the allocating thread (the free still pending in the library's batch): keyed by id, each
 #    free collects its own block; keyed by address, the second block would be collected and

@@ -5,7 +5,8 @@
  *
  *	usdt_check [--no-attach] LIB WORKLOAD
  *
- * Starts WORKLOAD (tests/workloads/pl_usdt.c) with LD_PRELOAD=LIB and MEMPROF_RATE=0.01,
+ * Starts WORKLOAD (tests/workloads/pl_usdt.c) with LD_PRELOAD=LIB, MEMPROF_RATE=0.01 and
+ * MEMPROF_BATCH=1 (immediate reports: flushes of the deferred queue are not checked here),
  * waits until it runs, attaches memprof:alloc, memprof:free and memprof:free_batch to it with
  * bpf_program__attach_usdt() (which sets the semaphore's ref_ctr_offset, so the kernel
  * arms the library), lets it allocate and free, and compares the events with the library's
@@ -99,6 +100,8 @@ int main(int argc, char **argv)
 			_exit(127);
 		setenv("LD_PRELOAD", lib, 1);
 		setenv("MEMPROF_RATE", "0.01", 1);
+		/* immediate reports: this checker reads memprof:alloc/free/free_batch only */
+		setenv("MEMPROF_BATCH", "1", 1);
 		unsetenv("MEMPROF_ARM");
 		unsetenv("MEMPROF_TEST_LOG");
 		execl(wl, wl, (char *)NULL);

@@ -43,6 +43,16 @@ check "preload: samples arrive while sampling" wait_until 10 \
 	eval '[ "$(field_of "$ID" "$F" samples)" -gt 1900 ]'
 check "uprobe: samples arrive while sampling" wait_until 10 \
 	eval '[ "$(field_of "$ID" "$U" samples)" -gt 1900 ]'
+# The library reports samples 16 at a time: the last ones of the now idle process reach the
+# profile when memprofd takes its queue (within ~0.4 s). Wait until the count holds still.
+settled() {	# settled ID PID FIELD: the same value twice, 0.6 s apart
+	local a b
+	a=$(field_of "$1" "$2" "$3")
+	sleep 0.6
+	b=$(field_of "$1" "$2" "$3")
+	[ "$a" = "$b" ]
+}
+check "preload: the library's last samples arrive" wait_until 10 settled "$ID" "$F" samples
 check "stop" eval "ctl stop $ID | grep -q 'Profile $ID stopped'"
 SF=$(field_of "$ID" "$F" samples)
 phases_do "$F" USR2 freed

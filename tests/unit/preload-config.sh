@@ -5,5 +5,6 @@
 # counters read back. See tests/workloads/pl_config.c.
 . "$(dirname "$0")/preload.inc"
 
-"$PL_BIN/pl_config" "$PL_LIB" || pl_failures=$((pl_failures + 1))
+# immediate reports (MEMPROF_BATCH=1): the hook counters are checked against the log
+MEMPROF_BATCH=1 "$PL_BIN/pl_config" "$PL_LIB" || pl_failures=$((pl_failures + 1))
 pl_exit

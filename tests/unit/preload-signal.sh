@@ -28,7 +28,7 @@ sig signal-ubsan "$PL_BIN/libmemprof-preload-ubsan.so" 20 MEMPROF_RATE=0.01 MEMP
 # reported at once, not wait for the buffer (pl_sigfree.c).
 mkfifo "$MP_TMP/sigfree.fifo"
 exec 8<>"$MP_TMP/sigfree.fifo"
-if out=$(timeout 30 env LD_PRELOAD="$PL_LIB" MEMPROF_RATE=1 MEMPROF_TEST_LOG=8 \
+if out=$(timeout 30 env LD_PRELOAD="$PL_LIB" MEMPROF_RATE=1 MEMPROF_TEST_LOG=8 MEMPROF_BATCH=1 \
 	"$PL_BIN/pl_sigfree" 8 2>&1); then
 	pass "signal-free-while-batch-held: 1 free reported at once, 1 queued ($out)"
 else

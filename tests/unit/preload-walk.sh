@@ -7,9 +7,10 @@
 # Both with the release build and the UBSan one.
 . "$(dirname "$0")/preload.inc"
 
-run() {	# name lib mode
+run() {	# name lib mode [VAR=VALUE...]
 	local name=$1 lib=$2 mode=$3 out rc
-	out=$(timeout 60 env LD_PRELOAD="$lib" MEMPROF_ARM=1 MEMPROF_RATE=0.01 \
+	shift 3
+	out=$(timeout 60 env LD_PRELOAD="$lib" MEMPROF_ARM=1 MEMPROF_RATE=0.01 "$@" \
 		"$PL_BIN/pl_walk" "$mode" 2>&1)
 	rc=$?
 	if [ "$rc" -eq 0 ]; then
@@ -21,8 +22,17 @@ run() {	# name lib mode
 	fi
 }
 
-run walk-seccomp "$PL_LIB" seccomp
-run walk-seccomp-ubsan "$PL_BIN/libmemprof-preload-ubsan.so" seccomp
-run walk-altstack "$PL_LIB" altstack
-run walk-altstack-ubsan "$PL_BIN/libmemprof-preload-ubsan.so" altstack
+# immediate reports (MEMPROF_BATCH=1): every walked sample reaches the alloc hook
+run walk-seccomp "$PL_LIB" seccomp MEMPROF_BATCH=1
+run walk-seccomp-ubsan "$PL_BIN/libmemprof-preload-ubsan.so" seccomp MEMPROF_BATCH=1
+run walk-altstack "$PL_LIB" altstack MEMPROF_BATCH=1
+run walk-altstack-ubsan "$PL_BIN/libmemprof-preload-ubsan.so" altstack MEMPROF_BATCH=1
+# the library's default: walked samples are queued (deferred reports), none hooked alone
+out=$(timeout 60 env -u MEMPROF_BATCH LD_PRELOAD="$PL_LIB" MEMPROF_ARM=1 MEMPROF_RATE=0.01 \
+	"$PL_BIN/pl_walk" seccomp 2>&1)
+if [[ $out =~ ^hooks\ 0\ deferred\ [1-9][0-9]*\ unwalked\ 0$ ]]; then
+	pass "default: walked samples queued for deferred reports ($out)"
+else
+	fail "default: walked samples queued for deferred reports ($out)"
+fi
 pl_exit

@@ -138,10 +138,11 @@ static struct {
 	bool ready;		/* constructor done: environment read */
 	bool exiting;		/* destructor ran: frees are reported one by one */
 	bool no_walk;		/* MEMPROF_WALK=0: the profiler walks every stack */
-	uint32_t batch;		/* MEMPROF_BATCH: allocs per memprof:flush, 0: immediate */
+	uint32_t batch;		/* allocs per memprof:flush (MEMPROF_BATCH), 0: immediate */
 	uint64_t next_id;	/* ids of sampled blocks (atomic) */
 	pthread_t main_thread;	/* whose stack ends at __libc_stack_end */
-} pl_g = { .env_rate = MEMPROF_PRELOAD_DEFAULT_RATE, .test_fd = -1 };
+} pl_g = { .env_rate = MEMPROF_PRELOAD_DEFAULT_RATE, .test_fd = -1,
+	    .batch = MEMPROF_PRELOAD_MAX_BATCH };
 
 /*
  * Ids of sampled blocks freed and not reported yet (q.free_ids), and in deferred mode the
@@ -1562,9 +1563,9 @@ __attribute__((constructor)) static void pl_init(void)
 		pl_g.force = true;
 	if ((s = getenv("MEMPROF_WALK")) && !strcmp(s, "0"))
 		pl_g.no_walk = true;
-	if ((s = getenv("MEMPROF_BATCH")) && parse_u64(s, &v) && v >= 2 &&
+	if ((s = getenv("MEMPROF_BATCH")) && parse_u64(s, &v) && v >= 1 &&
 	    v <= MEMPROF_PRELOAD_MAX_BATCH)
-		pl_g.batch = (uint32_t)v;
+		pl_g.batch = v == 1 ? 0 : (uint32_t)v;	/* 1: each sample at once */
 	if ((s = getenv("MEMPROF_TEST_LOG")) && parse_u64(s, &v) && v <= INT32_MAX) {
 		pl_g.test_fd = (int)v;
 		pl_g.force = true;

@@ -71,7 +71,9 @@
  *    may read the registers directly (memprofd does: each argument fetched through the USDT
  *    spec costs its BPF program about 50 ns).
  *
- *    Deferred mode (opt-in: MEMPROF_BATCH=N, 2 <= N <= MEMPROF_PRELOAD_MAX_BATCH). A sampled
+ *    Deferred mode (the default, N = MEMPROF_PRELOAD_MAX_BATCH; MEMPROF_BATCH=N sets
+ *    2 <= N <= MEMPROF_PRELOAD_MAX_BATCH, MEMPROF_BATCH=1 reports each sample at once through
+ *    "alloc", "immediate mode", as the paragraphs above describe). A sampled
  *    block whose frames the library walked is not reported at once: its record (struct
  *    memprof_preload_queued_alloc: the head of an alloc record, nfree 0, its frames, and
  *    time_ns, CLOCK_MONOTONIC when it was sampled: the clock of bpf_ktime_get_ns()) is
@@ -91,7 +93,7 @@
  *    interrupted the holder on its own thread leaves its id to the holder), so a block's free
  *    is never reported before its alloc. A sample the library could not walk (nframes -1, or
  *    the queue busy: another thread flushing, a signal handler) is reported at once through
- *    "alloc", as without MEMPROF_BATCH (taking the pending frees only when no alloc is
+ *    "alloc", as in immediate mode (taking the pending frees only when no alloc is
  *    queued). A pending sample reaches the profiler late: up to 10 ms, or, when the process
  *    samples and frees nothing more, when the profiler takes the queue (memprofd: within about
  *    half a second) or at exit; samples still queued when the
@@ -134,8 +136,9 @@
  *	MEMPROF_WALK=0		never walk stacks in-process: every alloc record has
  *				nframes -1 and the profiler walks from the probe
  *	MEMPROF_BATCH=N		deferred mode (see "Deferred mode" above): report walked
- *				samples N at a time (2..MEMPROF_PRELOAD_MAX_BATCH) through
- *				memprof:flush; other values leave it off (the default)
+ *				samples N at a time (2..MEMPROF_PRELOAD_MAX_BATCH, default
+ *				MEMPROF_PRELOAD_MAX_BATCH) through memprof:flush; 1: each
+ *				at once through memprof:alloc; other values are ignored
  *	MEMPROF_TEST_LOG=FD	also write a struct memprof_preload_test_rec to FD at every
  *				alloc probe site and at every free of a sampled block (when
  *				it is queued or reported), and arm sampling (tests). The
