@@ -289,6 +289,26 @@ static void test_start_errors(void)
 	ASSERT_EQ(collects, preload_lib ? sb.samples : sb.frees, "B's trace: collects");
 }
 
+/* A ctl workload with MEMPROF_BATCH=@batch, profiled at rate 1 (every block sampled once the
+ * library arms, within its first 64 KiB): its profile, or NULL (failed, reported). */
+static struct mp_profile *start_rate1(struct child *c, const char *name, const char *batch)
+{
+	struct mp_profile_opts o = popts(name);
+	struct mp_profile *p = NULL;
+	char err[256];
+	int r;
+
+	child_batch = batch;
+	r = child_spawn(c);
+	child_batch = NULL;
+	if (!ASSERT_OK(r, "spawn"))
+		return NULL;
+	o.rate = 1;
+	if (!ASSERT_OK(mp_engine__start(eng, &o, &c->pid, 1, &p, err, sizeof(err)), err))
+		return NULL;
+	return p;
+}
+
 /*
  * Preload mode, deferred reports (MEMPROF_BATCH=16): the samples still queued in the process
  * when its profile stops were drawn under the generation before the stop; they reach the
@@ -298,23 +318,13 @@ static void test_start_errors(void)
  */
 static void test_deferred_stop(void)
 {
-	struct mp_profile_opts o = popts("deferred");
 	struct mp_proc_stats s;
 	struct mp_profile *p;
 	uint64_t allocs, collects;
 	struct child c;
-	char err[256];
-	int r;
 
-	child_batch = "16";
-	r = child_spawn(&c);
-	child_batch = NULL;
-	if (!ASSERT_OK(r, "spawn"))
+	if (!(p = start_rate1(&c, "deferred", "16")))
 		return;
-	o.rate = 1;
-	if (!ASSERT_OK(mp_engine__start(eng, &o, &c.pid, 1, &p, err, sizeof(err)), err))
-		return;
-	/* arms within its first 64 KiB (the library's poll), then every block is sampled */
 	ASSERT_OK(child_cmd(&c, "leak 300"), "leak");
 	drain();
 	ASSERT_OK(mp_profile__stop(p), "stop");
@@ -339,21 +349,12 @@ static void test_deferred_stop(void)
  */
 static void idle_queue(const char *batch)
 {
-	struct mp_profile_opts o = popts(strcmp(batch, "1") ? "idle-deferred" : "idle-immediate");
 	uint64_t drops[MP_DROP__MAX] = { 0 }, stale, allocs, collects;
 	struct mp_proc_stats s;
 	struct mp_profile *p;
 	struct child c;
-	char err[256];
-	int r;
 
-	child_batch = batch;
-	r = child_spawn(&c);
-	child_batch = NULL;
-	if (!ASSERT_OK(r, "spawn"))
-		return;
-	o.rate = 1;
-	if (!ASSERT_OK(mp_engine__start(eng, &o, &c.pid, 1, &p, err, sizeof(err)), err))
+	if (!(p = start_rate1(&c, strcmp(batch, "1") ? "idle-deferred" : "idle-immediate", batch)))
 		return;
 	mp_engine__drops(eng, drops, MP_DROP__MAX);
 	stale = drops[MP_DROP_STALE];
