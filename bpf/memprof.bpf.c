@@ -1486,6 +1486,7 @@ static __noinline int pl_emit_queue_##CAP(struct pl_queue *a)                   
 	e->prev_gen = a->prev_gen;                                                             \
 	e->prev_profile = a->prev_profile;                                                     \
 	e->prev_flags = a->prev_flags;                                                         \
+	e->origin = MP_PL_BATCH_FLUSHED;                                                       \
 	if (bpf_probe_read_user(e->q, n, (void *)a->q)) {                                      \
 		stat_inc(MP_STAT_STACK_ERRORS);                                                \
 		n = 0;	/* the daemon ignores an empty queue */                                \

@@ -189,8 +189,16 @@ struct mp_preload_batch_event {
 	__u32 prev_gen;		/* mp_preload_target's previous generation, its profile and */
 	__u32 prev_profile;	/* flags: samples drawn under it go to that profile */
 	__u32 prev_flags;
-	__u32 _pad;
+	__u32 origin;		/* enum mp_preload_batch_origin */
 	__u8 q[];
+};
+
+enum mp_preload_batch_origin {
+	MP_PL_BATCH_FLUSHED = 0,	/* memprof:flush: the library sent it */
+	/* The daemon copied an idle queue (mp_bpf__preload_pull): the library will still send
+	 * it. Its frees of blocks whose samples are in it too are left for then: applied now,
+	 * the samples sent later would be taken for new blocks. */
+	MP_PL_BATCH_PULLED = 1,
 };
 
 struct mp_proc_event {

@@ -2223,6 +2223,7 @@ int mp_bpf__preload_pull(struct mp_bpf *b, pid_t pid, void *buf, size_t len)
 	e->prev_gen = pt.prev_gen;
 	e->prev_profile = pt.prev_profile;
 	e->prev_flags = pt.prev_flags;
+	e->origin = MP_PL_BATCH_PULLED;
 	return (int)(sizeof(*e) + e->size);
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "daemon/preload_batch.h"
@@ -23,8 +24,9 @@ int mp_preload_batch__expand(const void *rec, size_t size, const struct mp_prelo
 	const struct mp_preload_batch_event *b = rec;
 	struct mp_preload_queue_head qh;
 	struct mp_alloc_event ev;
+	uint64_t ids[MP_PL_QUEUE_MAX];	/* of the samples in the queue */
 	const uint8_t *allocs;
-	uint32_t max_frames, bytes, off = 0;
+	uint32_t max_frames, bytes, off = 0, nids = 0;
 	int err = 0;
 
 	if (size < sizeof(*b) || b->size > size - sizeof(*b))
@@ -57,6 +59,7 @@ int mp_preload_batch__expand(const void *rec, size_t size, const struct mp_prelo
 			break;
 		}
 		off += sizeof(e) + 8 * (uint32_t)e.r.nframes;
+		ids[nids++] = e.r.id;
 		/* the profile of the generation it was drawn under (struct mp_preload_target) */
 		if (e.r.generation == b->gen && (b->flags & MP_PROC_SAMPLING))
 			ev.h.profile = b->h.profile;
@@ -90,11 +93,24 @@ int mp_preload_batch__expand(const void *rec, size_t size, const struct mp_prelo
 		fb.h.tid = b->h.tid;
 		fb.h.profile = b->h.profile;
 		fb.h.time_ns = b->h.time_ns;
-		fb.count = qh.nfree;
 		fb.kind = MP_KIND_FREE | MP_KIND_F_PRELOAD;
-		memcpy(fb.ids, b->q + sizeof(qh), 8 * (size_t)qh.nfree);
-		ops->frees(ctx, &fb, offsetof(struct mp_free_batch_event, ids) + 8 * (size_t)qh.nfree);
-		st->frees += qh.nfree;
+		fb.count = 0;
+		for (uint32_t i = 0; i < qh.nfree; i++) {
+			uint64_t id;
+			bool queued = false;
+
+			memcpy(&id, b->q + sizeof(qh) + 8 * (size_t)i, sizeof(id));
+			/* see MP_PL_BATCH_PULLED */
+			for (uint32_t k = 0; b->origin == MP_PL_BATCH_PULLED && k < nids; k++)
+				queued |= ids[k] == id;
+			if (!queued)
+				fb.ids[fb.count++] = id;
+		}
+		if (fb.count) {
+			ops->frees(ctx, &fb, offsetof(struct mp_free_batch_event, ids) +
+						     8 * (size_t)fb.count);
+			st->frees += fb.count;
+		}
 	}
 	return err;
 malformed:

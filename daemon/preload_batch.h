@@ -32,7 +32,8 @@ struct mp_preload_batch_stats {
 };
 
 /*
- * Expand the @size-byte record @rec. Returns 0, or -EINVAL when it is malformed: a record
+ * Expand the @size-byte record @rec (a pulled one's frees of its own samples are left out: see
+ * MP_PL_BATCH_PULLED). Returns 0, or -EINVAL when it is malformed: a record
  * whose header or counts do not hold together is dropped whole; after a malformed entry the
  * samples before it and the frees are still passed on. Adds to @st.
  */

@@ -229,9 +229,45 @@ static void test_malformed(void)
 	free(b.rec);
 }
 
+/* A queue the daemon copied (MP_PL_BATCH_PULLED): frees of its own samples wait for the flush. */
+static void test_pulled(void)
+{
+	struct mp_preload_batch_stats st = { 0 };
+	struct mp_preload_batch_event *h;
+	struct built b = { 0 };
+	struct seen s = { 0 };
+
+	q_add(&b.q, 500, 1, GEN, 2);
+	q_add(&b.q, 500, 2, GEN - 3, 2);	/* not ours, but queued all the same */
+	b.q.free_ids[0] = 1;
+	b.q.free_ids[1] = 9;
+	b.q.free_ids[2] = 2;
+	b.q.nfree = 3;
+	build(&b, MP_PROC_SAMPLING, 0);
+	ASSERT_OK(mp_preload_batch__expand(b.rec, b.size, &ops, &s, &st), "flushed");
+	ASSERT_EQ(s.nids, 3, "a flushed queue's frees all go, after its samples");
+	memset(&s, 0, sizeof(s));
+	h = (struct mp_preload_batch_event *)b.rec;
+	h->origin = MP_PL_BATCH_PULLED;
+	ASSERT_OK(mp_preload_batch__expand(b.rec, b.size, &ops, &s, &st), "pulled");
+	ASSERT_EQ(s.nalloc, 1, "its sample");
+	ASSERT_EQ(s.nids, 1, "a pulled queue's frees of its own samples wait");
+	ASSERT_EQ(s.ids[0], 9, "the others go");
+	memset(&s, 0, sizeof(s));
+	b.q.nfree = 2;
+	b.q.free_ids[1] = 2;
+	free(b.rec);
+	build(&b, MP_PROC_SAMPLING, 0);
+	((struct mp_preload_batch_event *)b.rec)->origin = MP_PL_BATCH_PULLED;
+	ASSERT_OK(mp_preload_batch__expand(b.rec, b.size, &ops, &s, &st), "pulled, own frees only");
+	ASSERT_EQ(s.nfree_batches, 0, "no free batch at all");
+	free(b.rec);
+}
+
 int main(void)
 {
 	RUN(test_expand);
+	RUN(test_pulled);
 	RUN(test_malformed);
 	return test_exit();
 }
