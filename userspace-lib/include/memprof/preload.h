@@ -293,9 +293,9 @@ struct memprof_preload_queue {
  * copy a consistent queue without trapping: busy and seq, the queue, busy and seq again, each
  * read after the one before (process_vm_readv() calls); busy 0 both times and seq unchanged
  * means nobody touched it in between. What it copies will still be reported by the library:
- * a profiler that takes it early must treat those ids as already seen (memprofd takes the queue
- * of a process that left it untouched for a while, so an idle process shows its last samples
- * and frees).
+ * a profiler that takes it early must treat those ids as already seen, and leave the copy's
+ * frees of the copy's own samples for that report (memprofd takes the queue of a process that
+ * left it untouched for a while, so an idle process shows its last samples and frees).
  */
 struct memprof_preload_pending {
 	uint64_t busy;			/* 0: free */
