@@ -35,12 +35,13 @@ else
 	echo "SKIP: attach a kernel thread (pid 2 is not kthreadd here)"
 fi
 
-# A zombie: a child nobody reaps (its parent exec'd sleep, which never waits).
-( /bin/true & echo $! > "$MP_TMP/zombie"; exec sleep 60 ) &
+# A zombie: a child nobody reaps (its parent exec'd sleep, which never waits). The child
+# outlives the exec: a child that ended before it would be reaped by the subshell itself.
+( /bin/sleep 0.5 & echo $! > "$MP_TMP/zombie"; exec sleep 60 ) &
 echo $! >> "$MP_TMP/workload.pids"
 wait_until 5 eval "[ -s '$MP_TMP/zombie' ] && grep -q '^State:.*Z' /proc/\$(cat '$MP_TMP/zombie')/status"
 Z=$(cat "$MP_TMP/zombie")
-expect "attach a zombie" "^memprofctl attach: Process $Z \(true\) is a zombie: " -- ctl attach "$Z"
+expect "attach a zombie" "^memprofctl attach: Process $Z \(sleep\) is a zombie: " -- ctl attach "$Z"
 
 # A PID no process has: past pid_max, so that no new process can take it meanwhile.
 GONE=$(($(cat /proc/sys/kernel/pid_max) + 1))
