@@ -47,28 +47,26 @@ else:
     ok = ok and good
 sys.exit(0 if ok else 1)
 PY
-# The floor's probes fire on every call of the loop: 256 + OPS mallocs (and stdio's buffer),
-# as many frees.
-hits=$("$MP_BUILD/bench/floor" -c -- "$MP_BUILD/bench/allocbench" 1000 2>&1 >/dev/null)
-if grep -Eq '^floor: hits_alloc_entry 125[67]$' <<<"$hits" &&
-   grep -q '^floor: hits_free 1256$' <<<"$hits"; then
-	echo "PASS: bench-floor-hits"
-else
-	echo "FAIL: bench-floor-hits"
-	echo "$hits"
-	exit 1
-fi
-# floor -s: one session program on every malloc and free (no return half): both counts.
-if "$MP_BUILD/bench/floor" -q -s -- /bin/true 2>/dev/null; then
-	hits=$("$MP_BUILD/bench/floor" -s -c -- "$MP_BUILD/bench/allocbench" 1000 2>&1 >/dev/null)
-	if grep -Eq '^floor: hits_session 251[23]$' <<<"$hits" &&
-	   grep -q '^floor: hits_alloc_return 0$' <<<"$hits"; then
-		echo "PASS: bench-floor-session-hits"
+# floor_hits NAME REGEX1 REGEX2 [floor options]: the floor's hit counts over allocbench 1000
+floor_hits() {
+	local name=$1 re1=$2 re2=$3 hits
+	shift 3
+	hits=$("$MP_BUILD/bench/floor" "$@" -c -- "$MP_BUILD/bench/allocbench" 1000 2>&1 >/dev/null)
+	if grep -Eq "$re1" <<<"$hits" && grep -Eq "$re2" <<<"$hits"; then
+		echo "PASS: $name"
 	else
-		echo "FAIL: bench-floor-session-hits"
+		echo "FAIL: $name"
 		echo "$hits"
 		exit 1
 	fi
+}
+# The floor's probes fire on every call of the loop: 256 + OPS mallocs (and stdio's buffer),
+# as many frees.
+floor_hits bench-floor-hits '^floor: hits_alloc_entry 125[67]$' '^floor: hits_free 1256$'
+# floor -s: one session program on every malloc and free (no return half): both counts.
+if "$MP_BUILD/bench/floor" -q -s -- /bin/true 2>/dev/null; then
+	floor_hits bench-floor-session-hits '^floor: hits_session 251[23]$' \
+		'^floor: hits_alloc_return 0$' -s
 else
 	echo "# floor -s: no uprobe sessions on this kernel"
 fi

@@ -320,8 +320,6 @@ PL_HIDDEN void pl_api_alloc(uint32_t gen, void *block, size_t size, uint64_t n, 
 	int64_t saved;
 	void *meta;
 
-	if (track == PL_API_STALE)	/* the old block at this address is gone */
-		pl_api_free((uintptr_t)block);
 	/* Stopped before the callback could run: not called, not tracked (as Gc.Memprof). */
 	if (!p || api_tls.in_cb || !prof_get(p, gen, true))
 		return;
@@ -419,8 +417,7 @@ PL_EXPORT struct memprof_profile *memprof_start(double sampling_rate, unsigned i
 		return NULL;
 	}
 	pthread_once(&api_once, api_init);
-	t = (void *)syscall(SYS_mmap, NULL, sizeof(struct api_bucket) * API_BUCKETS,
-			    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	t = pl_anon_map(sizeof(struct api_bucket) * API_BUCKETS);
 	if (t == MAP_FAILED) {
 		errno = ENOMEM;
 		return NULL;

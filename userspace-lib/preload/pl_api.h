@@ -25,7 +25,6 @@ PL_HIDDEN bool pl_api_params(uint32_t *gen, double *rate);
 
 enum pl_api_track {
 	PL_API_TRACKED,		/* in the free table: its release will be seen */
-	PL_API_STALE,		/* address was still in the free table: its old free was missed */
 	PL_API_UNTRACKED,	/* free table full */
 };
 

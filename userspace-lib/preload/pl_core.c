@@ -96,8 +96,7 @@ static pl_bucket *table_slots(struct pl_table *t)
 #define PL_TABLE_BYTES	((size_t)sizeof(pl_bucket) << PL_TABLE_BUCKET_BITS)
 #define PL_HUGE		((size_t)2 << 20)
 
-/* The system call, not mmap(): the library interposes mmap. */
-static void *sys_mmap(size_t len)
+void *pl_anon_map(size_t len)
 {
 	return (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -108,7 +107,7 @@ static pl_bucket *table_map(struct pl_table *t)
 {
 	pl_bucket *expect = NULL;
 	uintptr_t raw, start;
-	char *m = sys_mmap(PL_TABLE_BYTES + PL_HUGE);
+	char *m = pl_anon_map(PL_TABLE_BYTES + PL_HUGE);
 
 	if (m == MAP_FAILED)
 		return NULL;
@@ -116,9 +115,8 @@ static pl_bucket *table_map(struct pl_table *t)
 	start = (raw + PL_HUGE - 1) & ~(uintptr_t)(PL_HUGE - 1);
 	if (start > raw)
 		syscall(SYS_munmap, raw, start - raw);
-	if (start + PL_TABLE_BYTES < raw + PL_TABLE_BYTES + PL_HUGE)
-		syscall(SYS_munmap, start + PL_TABLE_BYTES,
-			raw + PL_TABLE_BYTES + PL_HUGE - (start + PL_TABLE_BYTES));
+	/* start < raw + PL_HUGE: there is always a tail */
+	syscall(SYS_munmap, start + PL_TABLE_BYTES, raw + PL_HUGE - start);
 	syscall(SYS_madvise, start, PL_TABLE_BYTES, MADV_HUGEPAGE);	/* best effort */
 	if (!__atomic_compare_exchange_n(&t->slot, &expect, (pl_bucket *)start, false,
 					 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {

@@ -10,9 +10,16 @@
 #define MP_PL_CORE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define PL_HIDDEN __attribute__((visibility("hidden")))
+
+/*
+ * @len bytes of private anonymous memory, read-write, MAP_NORESERVE, or MAP_FAILED: the system
+ * call, not mmap() (the library interposes mmap).
+ */
+PL_HIDDEN void *pl_anon_map(size_t len);
 
 /* ---- PRNG: xoshiro256** seeded with SplitMix64 ---------------------------------------- */
 

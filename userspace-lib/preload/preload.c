@@ -10,8 +10,9 @@
  * read-modify-write instruction (atomic with respect to signal handlers on the same thread)
  * and goes to the slow path only when c <= 0: then the block holds a sample point and
  * r = -c words of it follow that point. The slow path draws n = 1 + Binomial(r, λ) and the
- * next countdown, records the address for frees and calls the noinline hook with the USDT
- * probe site. While disarmed (no probe attached to memprof:alloc: its semaphore is 0), the
+ * next countdown, records the address and the block's id for frees, walks the stack, and
+ * queues the sample for the next memprof:flush (deferred reports, the default) or calls the
+ * noinline hook with the memprof:alloc USDT probe site. While disarmed (no probe attached to memprof:alloc: its semaphore is 0), the
  * countdown is a poll interval and the slow path only re-checks arming.
  *
  * Every call forwards to the allocator the process would have used without us: the next
@@ -510,16 +511,17 @@ static void pl_flush_if_exited(void)
 		pl_pending_flush(false);
 }
 
-/* Is a profiler listening and sampling? Then frees may wait for the next report. */
+/*
+ * Is a profiler listening and sampling (as pl_params_read() arms: the probe or MEMPROF_ARM,
+ * and the profiler's flags once it wrote any)? Then frees may wait for the next report.
+ */
 static bool pl_batching(void)
 {
 	uint32_t gen;
 
 	if (__atomic_load_n(&pl_g.exiting, __ATOMIC_RELAXED))
 		return false;
-	if (pl_g.force)
-		return true;
-	if (!__atomic_load_n(&memprof_alloc_semaphore, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&memprof_alloc_semaphore, __ATOMIC_RELAXED) && !pl_g.force)
 		return false;
 	gen = __atomic_load_n(&memprof_preload_config.generation, __ATOMIC_ACQUIRE);
 	return gen == 0 || (__atomic_load_n(&memprof_preload_config.flags, __ATOMIC_RELAXED) &
@@ -705,23 +707,17 @@ static bool pl_batch_alloc(const struct memprof_preload_alloc_rec *rec)
 {
 	struct memprof_preload_queue *q = &pl_pending.q;
 	struct memprof_preload_queued_alloc *e;
-	uint64_t now = pl_now_ns();
+	uint64_t now;
 
 	if (__atomic_load_n(&pl_g.exiting, __ATOMIC_RELAXED) || !pl_batch_lock(false))
 		return false;
-	if (q->nalloc >= MEMPROF_PRELOAD_MAX_BATCH)	/* cannot be: sent at pl_g.batch */
-		pl_batch_send();
-	/* packed: each record ends after its last frame (room: MAX_BATCH full-size ones) */
+	now = pl_now_ns();
+	/* packed: each record ends after its last frame (room: MAX_BATCH full-size ones, and
+	 * nalloc < pl_g.batch <= MAX_BATCH: a full queue was sent) */
 	e = (struct memprof_preload_queued_alloc *)((char *)q->allocs + q->bytes);
 	e->time_ns = now;
-	e->addr = rec->addr;
-	e->size = rec->size;
-	e->nsamples = rec->nsamples;
-	e->id = rec->id;
-	e->kind = rec->kind;
-	e->generation = rec->generation;
-	e->nfree = 0;
-	e->nframes = rec->nframes;
+	/* the alloc record's head, the same fields in the same order (asserted above) */
+	memcpy(&e->addr, rec, MP_PL_REC_FREE_IDS);
 	memcpy(e->frames, rec->frames, (size_t)rec->nframes * sizeof(e->frames[0]));
 	q->bytes += MEMPROF_PRELOAD_QUEUED_SIZE(rec->nframes);
 	q->nalloc++;
@@ -888,8 +884,8 @@ static void pl_cross_finish(int64_t r, void *p, size_t size, uint32_t kind)
 	rec.kind = kind;
 	rec.generation = pl_tls.gen;
 	rec.nfree = 0;
+	rec.nframes = pl_g.no_walk ? -1 : pl_walk(rec.frames);
 	if (pl_g.batch) {
-		rec.nframes = pl_g.no_walk ? -1 : pl_walk(rec.frames);
 		if (rec.nframes >= 0 && pl_batch_alloc(&rec)) {
 			errno = saved;
 			return;
@@ -911,7 +907,6 @@ static void pl_cross_finish(int64_t r, void *p, size_t size, uint32_t kind)
 			rec.nfree = pl_pending_take(rec.free_ids);
 			pl_pending_unlock();
 		}
-		rec.nframes = pl_g.no_walk ? -1 : pl_walk(rec.frames);
 	}
 	if (rec.nframes < 0)
 		stat_add(MEMPROF_PRELOAD_STAT_UNWALKED, 1);
@@ -1024,8 +1019,9 @@ static __attribute__((noinline)) void *pl_realloc_slow(void *old, size_t size, b
 	void *p;
 
 	/*
-	 * The free of a sampled block is reported before the allocator can hand the address to
-	 * another thread. If the realloc then fails, the block lives on untracked (counted).
+	 * The free of a sampled block is queued (or reported) by id before the allocator can hand
+	 * the address out again. If the realloc then fails, the block lives on untracked
+	 * (counted).
 	 */
 	p = pl_next.realloc(old, size);
 	if (!p && size && was_sampled)

@@ -202,7 +202,8 @@ enum memprof_preload_stat {
 						 * mapping, MAP_FIXED over it), reported late,
 						 * just before the new block's alloc */
 	MEMPROF_PRELOAD_STAT_REALLOC_LOST,	/* realloc of a sampled block failed after its
-						 * free was reported: block no longer tracked */
+						 * free was queued or reported: block no
+						 * longer tracked */
 	MEMPROF_PRELOAD_STAT_REENTERED,		/* sampling path re-entered (signal handler
 						 * during a sampled call): call not sampled */
 	MEMPROF_PRELOAD_STAT_TEST_LOG_ERRORS,	/* MEMPROF_TEST_LOG writes that failed */
