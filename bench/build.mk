@@ -8,7 +8,7 @@ BENCH_WL_CXXFLAGS := -std=gnu++17 -O2 -g -fno-omit-frame-pointer -Wall -Wextra -
 
 BENCH_WORKLOADS	:= $(BENCH_DIR)/allocbench $(BENCH_DIR)/allocbench_small $(BENCH_DIR)/newdelete \
 		   $(BENCH_DIR)/leak $(BENCH_DIR)/paced
-BENCH_BINS	:= $(BENCH_WORKLOADS) $(BENCH_DIR)/floor
+BENCH_BINS	:= $(BENCH_WORKLOADS) $(BENCH_DIR)/floor $(BENCH_DIR)/libpassthrough.so
 
 $(BENCH_DIR)/allocbench: bench/workloads/allocbench.c
 	$(call msg,CC,$@)
@@ -29,6 +29,15 @@ $(BENCH_DIR)/paced: bench/workloads/paced.c
 	$(call msg,CC,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(BENCH_WL_CFLAGS) -o $@ $< -pthread
+
+# The floor of interposition itself (bench/passthrough.c): built as libmemprof-preload is, so
+# the two differ only in what their functions do.
+$(BENCH_DIR)/libpassthrough.so: bench/passthrough.c
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(BENCH_WL_CFLAGS) -fPIC -shared -fvisibility=hidden -fno-plt \
+		-fno-builtin-malloc -fno-builtin-free -fno-builtin-calloc -fno-builtin-realloc \
+		-Wl,-z,now -Wl,-z,defs -o $@ $<
 
 $(BENCH_DIR)/newdelete: bench/workloads/newdelete.cc
 	$(call msg,CXX,$@)

@@ -4,14 +4,16 @@
 # where the kernel has them) and under memprofctl record, written to a private results
 # directory. Checks that each ran and that the numbers have the shape they must have (the probes
 # cost something; the floors' probes fired on every malloc and free; memprof is compared with
-# the floor of its own mechanism).
+# the floor of its own mechanism; the interposition floor, libpassthrough.so, forwards at almost
+# no cost, and the idle preload library is compared with it).
 set -u
 [ "$(id -u)" -eq 0 ] || { echo "needs root for BPF"; exit 77; }
-for b in bench/allocbench bench/floor bin/memprofctl; do
+for b in bench/allocbench bench/floor bench/libpassthrough.so bin/memprofctl; do
 	[ -x "$MP_BUILD/$b" ] || { echo "FAIL: bench-quick: $MP_BUILD/$b is not built"; exit 1; }
 done
 out=$MP_TMP/results
-/usr/bin/python3 "$MP_SRC/bench/run" --quick --pairs 1 --only mixed --configs floor,floor-session,memprof \
+/usr/bin/python3 "$MP_SRC/bench/run" --quick --pairs 1 --only mixed \
+	--configs floor,floor-session,memprof,passthrough,preload-idle \
 	--no-daemon --build "$MP_BUILD" --results "$out" >"$MP_TMP/log" 2>&1
 rc=$?
 cat "$MP_TMP/log"
@@ -33,6 +35,13 @@ for c in ("floor", "memprof"):
     else:
         print("PASS: bench-quick-%s" % c)
 ok = ok and "memprof_vs_floor" in w
+# the interposition floor: every call forwarded, nothing else (a crash or a missing library
+# leaves no row; a ratio near the probes' would mean it did not run as a preload)
+e = w["configs"].get("passthrough")
+good = bool(e) and e["ratio_median"] < 1.5 and "idle_vs_passthrough" in w
+print(("PASS" if good else "FAIL") + ": bench-quick-passthrough" +
+      ("" if e else " (%s)" % w["skipped"].get("passthrough")))
+ok = ok and good
 print(("PASS" if "memprof_vs_floor" in w else "FAIL") + ": bench-quick-vs-floor")
 # sessions: the floor-session row exists, and the target compares with it
 if "floor-session" in w["configs"]:
