@@ -303,6 +303,65 @@ static void test_threads(void)
 	ASSERT_OK(memprof_discard(p), "discard");
 }
 
+/*
+ * Threads that were running before start join the profile too, whatever they allocated
+ * before (the library's gate was closed then: their countdowns never ran), within a poll
+ * interval (MEMPROF_PRELOAD_POLL_WORDS) of their allocations after it.
+ */
+static pthread_barrier_t early_started, early_go;
+
+static void *early_main(void *arg)
+{
+	struct thr *t = arg;
+
+	t->tid = tid();
+	for (int i = 0; i < 1000; i++) {	/* before any profile: nothing samples */
+		sink = malloc(64);
+		free(sink);
+	}
+	t->allocs = my_allocs;
+	pthread_barrier_wait(&early_started);
+	pthread_barrier_wait(&early_go);
+	for (int i = 0; i < 4000; i++)
+		t->keep[i] = malloc(1000);
+	t->allocs = my_allocs - t->allocs;
+	return NULL;
+}
+
+static void test_threads_before_start(void)
+{
+	static struct thr thr[2];
+	struct memprof_profile *p;
+	pthread_t th[2];
+	unsigned int before = 0;
+
+	reset();
+	pthread_barrier_init(&early_started, NULL, 3);
+	pthread_barrier_init(&early_go, NULL, 3);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, early_main, &thr[i]);
+	pthread_barrier_wait(&early_started);
+	for (int i = 0; i < 2; i++)
+		before += thr[i].allocs;
+	ASSERT_EQ(before, 0, "nothing sampled before start");
+	p = memprof_start(0.01, 4, &rec_tracker, NULL);
+	pthread_barrier_wait(&early_go);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	/* 4000 blocks of 126 words at 1e-2: ~3,900 samples each; 100 is far below any chance */
+	for (int i = 0; i < 2; i++)
+		ASSERT_TRUE(thr[i].allocs > 100, "a thread that ran before start samples after it");
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < 4000; i++)
+			free(thr[k].keep[i]);
+	if (p) {
+		ASSERT_OK(memprof_stop(), "stop");
+		ASSERT_OK(memprof_discard(p), "discard");
+	}
+	pthread_barrier_destroy(&early_started);
+	pthread_barrier_destroy(&early_go);
+}
+
 /* λ = 1: every block, n_samples = words, innermost frame is the allocating function. */
 static uintptr_t first_frame;
 static size_t first_len, first_words;
@@ -470,6 +529,7 @@ int main(void)
 	RUN(test_statistics);
 	RUN(test_stop_discard);
 	RUN(test_threads);
+	RUN(test_threads_before_start);
 	RUN(test_callstack);
 	RUN(test_dealloc_in_callback);
 	RUN(test_discard_waits);

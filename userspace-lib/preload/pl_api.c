@@ -445,6 +445,7 @@ PL_EXPORT struct memprof_profile *memprof_start(double sampling_rate, unsigned i
 		__atomic_store_n(&p->state, PROF_SAMPLING, __ATOMIC_SEQ_CST);
 		__atomic_add_fetch(&pl_api_live, 1, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&api_sampling, p, __ATOMIC_RELEASE);
+		pl_gate_api(true);
 	}
 	pthread_mutex_unlock(&api_lock);
 	if (!p) {
@@ -465,6 +466,7 @@ PL_EXPORT int memprof_stop(void)
 	if (p) {
 		__atomic_store_n(&api_sampling, NULL, __ATOMIC_RELEASE);
 		__atomic_store_n(&p->state, PROF_STOPPED, __ATOMIC_SEQ_CST);
+		pl_gate_api(false);
 	}
 	pthread_mutex_unlock(&api_lock);
 	if (!p)

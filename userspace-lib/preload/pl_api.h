@@ -39,5 +39,10 @@ PL_HIDDEN int64_t pl_sampling_suspend(void);
 PL_HIDDEN void pl_sampling_resume(int64_t saved);
 /* Make this thread re-read its parameters at its next allocation (unless parked). */
 PL_HIDDEN void pl_sampling_kick(void);
+/*
+ * Open the allocation fast paths' gate for an in-process profile (@on), or close our part of
+ * it: while it is closed no thread looks at its countdown, so no profile can arm.
+ */
+PL_HIDDEN void pl_gate_api(bool on);
 
 #endif

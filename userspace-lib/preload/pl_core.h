@@ -96,10 +96,26 @@ static inline uint32_t pl_filter_index(uintptr_t addr)
 	return (uint32_t)((addr * 0x9e3779b97f4a7c15ULL) >> (64 - PL_FILTER_BITS));
 }
 
+/*
+ * Was anything ever tracked? The buckets are mapped at the first insert and never unmapped:
+ * until then every filter byte is 0 and a release needs no look at the filter. The thread that
+ * frees a block learned its address from the one that allocated it, after the insert.
+ */
+static inline bool pl_table_used(const struct pl_table *t)
+{
+	return __atomic_load_n(&t->slot, __ATOMIC_RELAXED) != NULL;
+}
+
+/* The filter alone: false means "certainly not sampled". */
+static inline bool pl_filter_hit(const struct pl_table *t, const void *p)
+{
+	return __atomic_load_n(&t->filter[pl_filter_index((uintptr_t)p)], __ATOMIC_RELAXED) != 0;
+}
+
 /* The hot-path check: false means "certainly not sampled". */
 static inline bool pl_table_maybe(const struct pl_table *t, const void *p)
 {
-	return __atomic_load_n(&t->filter[pl_filter_index((uintptr_t)p)], __ATOMIC_RELAXED) != 0;
+	return pl_table_used(t) && pl_filter_hit(t, p);
 }
 
 /* Track @addr with its block id @id. */

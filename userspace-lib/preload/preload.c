@@ -12,8 +12,13 @@
  * r = -c words of it follow that point. The slow path draws n = 1 + Binomial(r, λ) and the
  * next countdown, records the address and the block's id for frees, walks the stack, and
  * queues the sample for the next memprof:flush (deferred reports, the default) or calls the
- * noinline hook with the memprof:alloc USDT probe site. While disarmed (no probe attached to memprof:alloc: its semaphore is 0), the
- * countdown is a poll interval and the slow path only re-checks arming.
+ * noinline hook with the memprof:alloc USDT probe site. Before any of that, each allocation
+ * reads a gate (pl_gate: memprof:alloc's USDT semaphore, which the kernel raises while a
+ * probe is attached, and our own bits for MEMPROF_ARM and in-process profiles): while it is 0
+ * the call goes straight to the allocator and the countdown is never touched. While the gate
+ * is open but sampling is not armed (a stopped profile), the countdown is a poll interval and
+ * the slow path only re-checks arming. Frees look at the filter of sampled addresses only once
+ * something was ever sampled.
  *
  * Every call forwards to the allocator the process would have used without us: the next
  * definition in the symbol search order (pl_next.c), glibc's in most programs, libjemalloc's
@@ -175,8 +180,33 @@ PL_EXPORT struct memprof_preload_config memprof_preload_config = {
 	.size = sizeof(struct memprof_preload_config),
 };
 
-/* USDT semaphores (sdt.h's convention: <provider>_<name>_semaphore in .probes). */
-PL_HIDDEN unsigned short memprof_alloc_semaphore __attribute__((section(".probes"), used));
+/*
+ * The gate every allocation's fast path reads first: while it is 0 nothing can sample, and the
+ * call goes straight to the next allocator (a load and a branch; the countdown is not
+ * touched). Its low half is memprof:alloc's USDT semaphore, which the kernel raises while a
+ * uprobe is attached there (a 16-bit add at that address: it never writes our half); its high
+ * half is ours (PL_GATE_*), changed with 16-bit atomics that never write the kernel's. sdt.h
+ * names a probe's semaphore <provider>_<name>_semaphore: memprof_alloc_semaphore is the low
+ * half's symbol, so the note points the kernel there.
+ */
+union pl_gate {
+	uint32_t word;
+	struct {
+		unsigned short sem;	/* memprof:alloc's semaphore (the kernel's) */
+		unsigned short local;	/* PL_GATE_* (ours) */
+	};
+};
+enum {
+	PL_GATE_FORCE = 1,	/* MEMPROF_ARM=1 or MEMPROF_TEST_LOG: armed without a probe */
+	PL_GATE_API = 2,	/* an in-process profile (memprof_start) samples */
+};
+PL_HIDDEN union pl_gate pl_gate __attribute__((section(".probes"), used, aligned(4)));
+_Static_assert(offsetof(union pl_gate, sem) == 0, "the semaphore is the gate's first half");
+__asm__(".globl memprof_alloc_semaphore\n\t.hidden memprof_alloc_semaphore\n\t"
+	".set memprof_alloc_semaphore, pl_gate");
+extern unsigned short memprof_alloc_semaphore;
+
+/* USDT semaphores of the other probes (sdt.h's convention, in .probes). */
 PL_HIDDEN unsigned short memprof_free_semaphore __attribute__((section(".probes"), used));
 PL_HIDDEN unsigned short memprof_free_batch_semaphore __attribute__((section(".probes"), used));
 PL_HIDDEN unsigned short memprof_flush_semaphore __attribute__((section(".probes"), used));
@@ -194,6 +224,24 @@ static inline int64_t pl_words(size_t size)
 	return (int64_t)((size + 15) >> 3);
 }
 
+static inline bool pl_gate_open(void)
+{
+	return __atomic_load_n(&pl_gate.word, __ATOMIC_RELAXED) != 0;
+}
+
+static void pl_gate_set(unsigned short bit, bool on)
+{
+	if (on)
+		__atomic_fetch_or(&pl_gate.local, bit, __ATOMIC_SEQ_CST);
+	else
+		__atomic_fetch_and(&pl_gate.local, (unsigned short)~bit, __ATOMIC_SEQ_CST);
+}
+
+PL_HIDDEN void pl_gate_api(bool on)
+{
+	pl_gate_set(PL_GATE_API, on);
+}
+
 /* c -= w; true when c <= 0. One instruction on x86-64, so a signal cannot split it. */
 static inline bool pl_countdown_sub(int64_t w)
 {
@@ -205,6 +253,17 @@ static inline bool pl_countdown_sub(int64_t w)
 #else
 	return __atomic_sub_fetch(&pl_tls.countdown, w, __ATOMIC_RELAXED) <= 0;
 #endif
+}
+
+/*
+ * Does this allocation of @w words reach a sample point? Only while the gate is open does the
+ * countdown run: a thread's countdown is then either a draw (armed) or a poll interval
+ * (MEMPROF_PRELOAD_POLL_WORDS) after which the slow path looks at the arming again; a thread
+ * that never took the slow path has 0 and takes it at its first allocation.
+ */
+static inline bool pl_sample_due(int64_t w)
+{
+	return pl_gate_open() && pl_countdown_sub(w);
 }
 
 /* ---- arming --------------------------------------------------------------------------- */
@@ -282,7 +341,6 @@ static int64_t pl_cross_begin(void)
 	t->in_slow = 1;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	c = __atomic_exchange_n(&t->countdown, PL_PARKED, __ATOMIC_RELAXED);
-	/* Every thread passes here before its first fast path: pl_next.cxx is resolved there. */
 	pl_next_ensure();
 
 	pl_params_read(&p);
@@ -971,10 +1029,19 @@ static __attribute__((noinline)) void *pl_malloc_slow(size_t size, uint32_t kind
 	return p;
 }
 
+/*
+ * malloc and free, the hottest, spell out their idle path: the gate (the table) closed, one
+ * tail jump of its own. The armed path is laid out straight (no taken branch before its own
+ * tail jump); the barrier and -fno-crossjumping (preload.mk) keep GCC from merging the two
+ * tail jumps into one, which would put a taken branch back on one of the paths.
+ */
 PL_EXPORT void *malloc(size_t size)
 {
+	if (unlikely(!pl_gate_open()))
+		return pl_next.malloc(size);
 	if (unlikely(pl_countdown_sub(pl_words(size))))
 		return pl_malloc_slow(size, MEMPROF_PRELOAD_MALLOC);
+	__asm__ volatile("" ::: "memory");
 	return pl_next.malloc(size);
 }
 
@@ -986,8 +1053,11 @@ static __attribute__((noinline)) void pl_free_slow(void *p, uint32_t kind)
 
 PL_EXPORT void free(void *p)
 {
-	if (unlikely(pl_table_maybe(&pl_table, p)))
+	if (unlikely(!pl_table_used(&pl_table)))
+		return pl_next.free(p);
+	if (unlikely(pl_filter_hit(&pl_table, p)))
 		return pl_free_slow(p, MEMPROF_PRELOAD_FREE);
+	__asm__ volatile("" ::: "memory");
 	pl_next.free(p);
 }
 
@@ -1006,7 +1076,7 @@ PL_EXPORT void *calloc(size_t n, size_t size)
 
 	if (unlikely(__builtin_mul_overflow(n, size, &total)))
 		return pl_next.calloc(n, size);	/* fails with ENOMEM, as the allocator does */
-	if (unlikely(pl_countdown_sub(pl_words(total))))
+	if (unlikely(pl_sample_due(pl_words(total))))
 		return pl_calloc_slow(n, size, total);
 	return pl_next.calloc(n, size);
 }
@@ -1032,7 +1102,7 @@ static __attribute__((noinline)) void *pl_realloc_slow(void *old, size_t size, b
 
 PL_EXPORT void *realloc(void *old, size_t size)
 {
-	bool expired = pl_countdown_sub(pl_words(size));
+	bool expired = pl_sample_due(pl_words(size));
 
 	if (unlikely(expired || pl_table_maybe(&pl_table, old)))
 		return pl_realloc_slow(old, size, expired, MEMPROF_PRELOAD_REALLOC);
@@ -1048,7 +1118,7 @@ PL_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	expired = pl_countdown_sub(pl_words(total));
+	expired = pl_sample_due(pl_words(total));
 	if (unlikely(expired || pl_table_maybe(&pl_table, old)))
 		return pl_realloc_slow(old, total, expired, MEMPROF_PRELOAD_REALLOCARRAY);
 	return pl_next.realloc(old, total);
@@ -1098,35 +1168,35 @@ PL_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 	if (alignment % sizeof(void *) != 0 || !powerof2(alignment / sizeof(void *)) ||
 	    alignment == 0)
 		return EINVAL;
-	if (unlikely(pl_countdown_sub(pl_words(size))))
+	if (unlikely(pl_sample_due(pl_words(size))))
 		return pl_posix_memalign_slow(memptr, alignment, size);
 	return pl_next.posix_memalign(memptr, alignment, size);
 }
 
 PL_EXPORT void *aligned_alloc(size_t alignment, size_t size)
 {
-	if (unlikely(pl_countdown_sub(pl_words(size))))
+	if (unlikely(pl_sample_due(pl_words(size))))
 		return pl_memalign_slow(alignment, size, MEMPROF_PRELOAD_ALIGNED_ALLOC);
 	return pl_next.aligned_alloc(alignment, size);
 }
 
 PL_EXPORT void *memalign(size_t alignment, size_t size)
 {
-	if (unlikely(pl_countdown_sub(pl_words(size))))
+	if (unlikely(pl_sample_due(pl_words(size))))
 		return pl_memalign_slow(alignment, size, MEMPROF_PRELOAD_MEMALIGN);
 	return pl_next.memalign(alignment, size);
 }
 
 PL_EXPORT void *valloc(size_t size)
 {
-	if (unlikely(pl_countdown_sub(pl_words(size))))
+	if (unlikely(pl_sample_due(pl_words(size))))
 		return pl_memalign_slow(0, size, MEMPROF_PRELOAD_VALLOC);
 	return pl_next.valloc(size);
 }
 
 PL_EXPORT void *pvalloc(size_t size)
 {
-	if (unlikely(pl_countdown_sub(pl_words(size))))
+	if (unlikely(pl_sample_due(pl_words(size))))
 		return pl_memalign_slow(0, size, MEMPROF_PRELOAD_PVALLOC);
 	return pl_next.pvalloc(size);
 }
@@ -1153,7 +1223,7 @@ static __attribute__((noinline)) void *pl_mmap_slow(void *addr, size_t len, int 
 PL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	if ((flags & MAP_ANONYMOUS) && !pl_next_from_allocator(__builtin_return_address(0)) &&
-	    unlikely(pl_countdown_sub(pl_words(len))))
+	    unlikely(pl_sample_due(pl_words(len))))
 		return pl_mmap_slow(addr, len, prot, flags, fd, off);
 	return pl_sys_mmap(addr, len, prot, flags, fd, off);
 }
@@ -1265,9 +1335,9 @@ static inline void *pl_new(size_t size, bool nothrow, bool array)
 
 	if (!size)
 		size = 1;
-	if (unlikely(pl_countdown_sub(pl_words(size))))
+	if (unlikely(pl_sample_due(pl_words(size))))
 		return pl_new_slow(size, 0, nothrow, array);
-	/* Resolved: this thread went through pl_cross_begin() before its countdown was > 0. */
+	pl_next_ensure();	/* no slow path may have run yet: the gate skips it while closed */
 	fn = __atomic_load_n(&pl_next.cxx[PL_NEW_OP(array, nothrow, false)], __ATOMIC_RELAXED);
 	if (fn)
 		return pl_call_new(fn, size, 0, nothrow);
@@ -1286,8 +1356,9 @@ static inline void *pl_new_aligned(size_t size, size_t alignment, bool nothrow, 
 	}
 	if (!size)
 		size = 1;
-	if (unlikely(pl_countdown_sub(pl_words(size))))
+	if (unlikely(pl_sample_due(pl_words(size))))
 		return pl_new_slow(size, alignment, nothrow, array);
+	pl_next_ensure();
 	fn = __atomic_load_n(&pl_next.cxx[PL_NEW_OP(array, nothrow, true)], __ATOMIC_RELAXED);
 	if (fn)
 		return pl_call_new(fn, size, alignment, nothrow);
@@ -1316,6 +1387,7 @@ static inline void pl_delete(void *p, enum pl_cxx_op op, size_t a, size_t b)
 
 	if (unlikely(pl_table_maybe(&pl_table, p)))
 		pl_delete_slow(p);
+	pl_next_ensure();
 	fn = __atomic_load_n(&pl_next.cxx[op], __ATOMIC_RELAXED);
 	if (likely(!fn)) {
 		pl_next.free(p);
@@ -1566,6 +1638,8 @@ __attribute__((constructor)) static void pl_init(void)
 		pl_g.test_fd = (int)v;
 		pl_g.force = true;
 	}
+	if (pl_g.force)
+		pl_gate_set(PL_GATE_FORCE, true);
 	pl_next_resolve();	/* if no allocation did it yet */
 	pl_usdt_site[0] = pl_find_usdt_site((void *)memprof_preload_alloc_hook);
 	pl_usdt_site[1] = pl_find_usdt_site((void *)memprof_preload_free_hook);

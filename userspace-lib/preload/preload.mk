@@ -11,8 +11,10 @@ PL_LIB		:= $(B)/lib/libmemprof-preload.so
 # The library is never built with sanitizers (it would be loaded into arbitrary programs, and
 # ASan's own allocator interposes the same symbols). -fexceptions: operator new's frames must
 # let a new-handler's exception through. -fno-plt: the fast path tail-jumps through the GOT.
+# -fno-crossjumping: malloc's and free's two tail jumps stay two (preload.c).
 PL_CFLAGS	= $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(BASE_CFLAGS)) $(CFLAGS) \
-		  -fvisibility=hidden -fno-plt -fexceptions -ftls-model=initial-exec \
+		  -fvisibility=hidden -fno-plt -fno-crossjumping -fexceptions \
+		  -ftls-model=initial-exec \
 		  -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
 		  -MMD -MP
 

@@ -106,9 +106,13 @@
  *    memprof_free_semaphore, "free_batch" memprof_free_batch_semaphore). The kernel
  *    increments it in the target's memory when a uprobe is attached with the note's
  *    semaphore as ref_ctr_offset (libbpf's
- *    bpf_program__attach_usdt() does this). While the alloc semaphore is 0 the library is
- *    disarmed: its countdown only polls (every MEMPROF_PRELOAD_POLL_WORDS words allocated per
- *    thread) and no probe site is ever reached.
+ *    bpf_program__attach_usdt() does this). While the alloc semaphore is 0 (and neither
+ *    MEMPROF_ARM nor an in-process profile arms it) the library is disarmed: its allocation
+ *    fast paths do not even look at the countdown and no probe site is ever reached. While it
+ *    is raised but the flags below say not to sample (a stopped profile), each thread's
+ *    countdown polls every MEMPROF_PRELOAD_POLL_WORDS words it allocates. The alloc semaphore
+ *    is the low half of a 32-bit word whose high half the library uses itself: a profiler
+ *    must change it only through the kernel's ref_ctr_offset (16-bit adds).
  *
  * 3. The configuration block, exported as the dynamic symbol "memprof_preload_config"
  *    (struct memprof_preload_config below). The profiler finds it with the symbol table of
