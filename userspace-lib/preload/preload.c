@@ -140,7 +140,6 @@ static struct {
 	uint64_t seed_base;
 	uint64_t threads;	/* threads seeded so far (atomic) */
 	int test_fd;		/* MEMPROF_TEST_LOG, or -1 */
-	bool force;		/* armed without a probe: MEMPROF_ARM=1 or MEMPROF_TEST_LOG */
 	bool ready;		/* constructor done: environment read */
 	bool exiting;		/* destructor ran: frees are reported one by one */
 	bool no_walk;		/* MEMPROF_WALK=0: the profiler walks every stack */
@@ -204,7 +203,7 @@ PL_HIDDEN union pl_gate pl_gate __attribute__((section(".probes"), used, aligned
 _Static_assert(offsetof(union pl_gate, sem) == 0, "the semaphore is the gate's first half");
 __asm__(".globl memprof_alloc_semaphore\n\t.hidden memprof_alloc_semaphore\n\t"
 	".set memprof_alloc_semaphore, pl_gate");
-extern unsigned short memprof_alloc_semaphore;
+extern unsigned short memprof_alloc_semaphore;	/* for sdt.h's note */
 
 /* USDT semaphores of the other probes (sdt.h's convention, in .probes). */
 PL_HIDDEN unsigned short memprof_free_semaphore __attribute__((section(".probes"), used));
@@ -227,6 +226,13 @@ static inline int64_t pl_words(size_t size)
 static inline bool pl_gate_open(void)
 {
 	return __atomic_load_n(&pl_gate.word, __ATOMIC_RELAXED) != 0;
+}
+
+/* Is a probe attached at memprof:alloc, or does MEMPROF_ARM arm us without one? */
+static inline bool pl_gate_probe_or_force(void)
+{
+	return __atomic_load_n(&pl_gate.word, __ATOMIC_RELAXED) &
+	       (0xffffu | (uint32_t)PL_GATE_FORCE << 16);
 }
 
 static void pl_gate_set(unsigned short bit, bool on)
@@ -286,7 +292,7 @@ static void pl_params_read(struct pl_params *p)
 		p->armed = true;
 		return;
 	}
-	if (!__atomic_load_n(&memprof_alloc_semaphore, __ATOMIC_RELAXED) && !pl_g.force)
+	if (!pl_gate_probe_or_force())
 		return;
 	/* Seqlock read of what the profiler wrote with process_vm_writev. */
 	for (int tries = 0; tries < 4; tries++) {
@@ -579,7 +585,7 @@ static bool pl_batching(void)
 
 	if (__atomic_load_n(&pl_g.exiting, __ATOMIC_RELAXED))
 		return false;
-	if (!__atomic_load_n(&memprof_alloc_semaphore, __ATOMIC_RELAXED) && !pl_g.force)
+	if (!pl_gate_probe_or_force())
 		return false;
 	gen = __atomic_load_n(&memprof_preload_config.generation, __ATOMIC_ACQUIRE);
 	return gen == 0 || (__atomic_load_n(&memprof_preload_config.flags, __ATOMIC_RELAXED) &
@@ -1387,7 +1393,7 @@ static inline void pl_delete(void *p, enum pl_cxx_op op, size_t a, size_t b)
 
 	if (unlikely(pl_table_maybe(&pl_table, p)))
 		pl_delete_slow(p);
-	pl_next_ensure();
+	/* resolved: the operator new that made @p did it, before @p reached this thread */
 	fn = __atomic_load_n(&pl_next.cxx[op], __ATOMIC_RELAXED);
 	if (likely(!fn)) {
 		pl_next.free(p);
@@ -1628,7 +1634,7 @@ __attribute__((constructor)) static void pl_init(void)
 				 ((uint64_t)getpid() << 16);
 	}
 	if ((s = getenv("MEMPROF_ARM")) && !strcmp(s, "1"))
-		pl_g.force = true;
+		pl_gate_set(PL_GATE_FORCE, true);
 	if ((s = getenv("MEMPROF_WALK")) && !strcmp(s, "0"))
 		pl_g.no_walk = true;
 	if ((s = getenv("MEMPROF_BATCH")) && parse_u64(s, &v) && v >= 1 &&
@@ -1636,10 +1642,8 @@ __attribute__((constructor)) static void pl_init(void)
 		pl_g.batch = v == 1 ? 0 : (uint32_t)v;	/* 1: each sample at once */
 	if ((s = getenv("MEMPROF_TEST_LOG")) && parse_u64(s, &v) && v <= INT32_MAX) {
 		pl_g.test_fd = (int)v;
-		pl_g.force = true;
-	}
-	if (pl_g.force)
 		pl_gate_set(PL_GATE_FORCE, true);
+	}
 	pl_next_resolve();	/* if no allocation did it yet */
 	pl_usdt_site[0] = pl_find_usdt_site((void *)memprof_preload_alloc_hook);
 	pl_usdt_site[1] = pl_find_usdt_site((void *)memprof_preload_free_hook);
