@@ -13,6 +13,11 @@
 # rows (short runs while iterating: RUNS=3 OPS=2000000). Each row is run twice: immediate
 # reports (mode "immediate", --batch 1) and the deferred mode, --batch $BATCH (mode "batchN",
 # record's default; BATCH=16 unless set; BATCH= leaves those rows out).
+# PIN=1 runs the loop on the last CPUs (one per thread) and the profiler on the others, the
+# plain loop on the same CPUs (modes get "+pin"; rows with as many threads as CPUs are left
+# out): the cost of the fast path itself, without the scheduler ever putting the profiler's
+# thread on the loop's CPU. Writes bench/results/fast-pinned-latest.txt instead (BENCH_OUT=FILE:
+# there).
 set -eu
 B=${BENCH_BUILD:-$(cd "$(dirname "$0")/.." && pwd)/build}
 BIN=$B/bench/fast_bench
@@ -20,7 +25,11 @@ CTL=$B/bin/memprofctl
 RUNS=${RUNS:-7}
 OPS=${OPS:-4000000}
 BATCH=${BATCH-16}
-OUT=$(cd "$(dirname "$0")" && pwd)/results/fast-latest.txt
+PIN=${PIN:-0}
+OUT=${BENCH_OUT:-$(cd "$(dirname "$0")" && pwd)/results/fast-latest.txt}
+[ "$PIN" = 1 ] && [ -z "${BENCH_OUT:-}" ] && OUT=${OUT%latest.txt}pinned-latest.txt
+NCPU=$(nproc)
+mkdir -p "$(dirname "$OUT")"
 
 [ "$(id -u)" -eq 0 ] || { echo "bench-fast: needs root (BPF)"; exit 1; }
 tmp=$(mktemp -d)
@@ -28,10 +37,21 @@ trap 'rm -rf "$tmp"' EXIT
 
 elapsed() { awk '/^elapsed_ns/ {print $2}' "$1"; }
 
+# PIN=1: taskset prefixes for the profiler ($1 = "ctl") and the loop ($1 = "loop") of $2 threads
+pin() {
+	[ "$PIN" = 1 ] || return 0
+	if [ "$1" = ctl ]; then
+		echo taskset -c "0-$((NCPU - $2 - 1))"
+	else
+		echo taskset -c "$((NCPU - $2))-$((NCPU - 1))"
+	fi
+}
+
 run_a() {	# threads rate-args... -> "ns blocks"
 	local th=$1; shift
-	"$CTL" --json record --preload "$@" -o "$tmp/a.ctf" -- "$BIN" "$th" "$OPS" \
-		>"$tmp/a.out" 2>"$tmp/a.err"
+	# shellcheck disable=SC2046 # word splitting of pin's output is the point
+	$(pin ctl "$th") "$CTL" --json record --preload "$@" -o "$tmp/a.ctf" -- \
+		$(pin loop "$th") "$BIN" "$th" "$OPS" >"$tmp/a.out" 2>"$tmp/a.err"
 	echo "$(elapsed "$tmp/a.out") $(/usr/bin/python3 -c '
 import json, sys
 for l in open(sys.argv[1]):
@@ -42,7 +62,8 @@ for l in open(sys.argv[1]):
 }
 
 run_b() {	# threads
-	"$BIN" "$1" "$OPS" >"$tmp/b.out"
+	# shellcheck disable=SC2046
+	$(pin loop "$1") "$BIN" "$1" "$OPS" >"$tmp/b.out"
 	elapsed "$tmp/b.out"
 }
 
@@ -66,10 +87,15 @@ PY
 }
 
 {
-echo "bench-fast: $(date -u +%FT%TZ) $(uname -r), $RUNS paired runs of $OPS ops per thread"
-printf '%-8s %-14s %-10s %7s %7s  %-21s %8s  %s\n' threads rate mode "A ns/op" "B ns/op" \
+echo "bench-fast: $(date -u +%FT%TZ) $(uname -r), $RUNS paired runs of $OPS ops per thread$(
+	[ "$PIN" = 1 ] && echo ", loop on the last CPU(s) of $NCPU, profiler on the others")"
+printf '%-8s %-14s %-12s %7s %7s  %-21s %8s  %s\n' threads rate mode "A ns/op" "B ns/op" \
 	"ratio A/B (min-max)" blocks "µs/sampled block (incl. free)"
 for th in ${THREADS:-1 2}; do
+	if [ "$PIN" = 1 ] && [ "$th" -ge "$NCPU" ]; then
+		echo "($th threads: no CPU left for the profiler with PIN=1, left out)"
+		continue
+	fi
 	for cfg in ${RATES:-512KiB default}; do
 		case $cfg in
 		512KiB) args=(--interval 524288) ;;
@@ -89,7 +115,8 @@ for th in ${THREADS:-1 2}; do
 				b=$(run_b "$th" || echo failed)
 				echo "$a $b" >>"$tmp/pairs"
 			done
-			printf '%-8s %-14s %-10s %s\n' "$th" "$cfg" "$mode" \
+			[ "$PIN" = 1 ] && mode+=+pin
+			printf '%-8s %-14s %-12s %s\n' "$th" "$cfg" "$mode" \
 				"$(summary "$tmp/pairs" "$th")"
 		done
 	done

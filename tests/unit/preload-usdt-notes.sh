@@ -45,7 +45,7 @@ idlepath() {	# symbol -> instructions when the gate is closed: up to the first j
 		END { if (!je || !(tgt in ins) || ins[tgt] !~ /jmp +\*/) print -1; else print je + 1 }'
 }
 # With profiling armed: the gate, the countdown (malloc) or the filter (free), the tail call.
-for f in malloc:9 free:11; do
+for f in malloc:9 free:13; do
 	n=$(fastpath "${f%:*}")
 	check "fast path: ${f%:*} forwards to the next allocator in $n instructions (<= ${f#*:}, no call/push/lock)" \
 		test -n "$n" -a "${n:-0}" -gt 0 -a "${n:-99}" -le "${f#*:}"

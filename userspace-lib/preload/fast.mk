@@ -19,8 +19,11 @@ $(B)/bench/fast_bench: bench/fast_bench.c
 	$(Q)$(CC) $(PL_WL_CFLAGS) -o $@ $< -lm -pthread
 
 .PHONY: bench-fast
+# Then the 1-thread 512 KiB rows again with the loop and the profiler on CPUs of their own
+# (PIN=1), 21 pairs: the fast path's cost without the scheduler's placement in it.
 bench-fast: $(B)/bench/fast_bench $(PL_LIB) $(B)/bin/memprofctl
 	$(Q)BENCH_BUILD=$(abspath $(B)) bench/fast-bench.sh
+	$(Q)BENCH_BUILD=$(abspath $(B)) PIN=1 THREADS=1 RATES=512KiB RUNS=21 bench/fast-bench.sh
 
 bench: bench-fast
 

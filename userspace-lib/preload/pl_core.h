@@ -54,9 +54,10 @@ PL_HIDDEN uint64_t pl_draw_samples(struct pl_rng *r, double log1m, int64_t remai
 /* ---- Sampled-address table -------------------------------------------------------------
  *
  * Frees must find out cheaply whether their address was sampled. Two structures:
- *  - filter: 64 Ki saturating 8-bit counters indexed by a hash of the address. A free whose
- *    counter is 0 was certainly not sampled (the only check on the hot free path: one byte
- *    load). 255 is sticky (never decremented) so counts never underflow.
+ *  - filter: 64 Ki saturating 8-bit counters, one per 64-byte granule of a 4 MiB window of
+ *    the address space (pl_filter_index()). A free whose counter is 0 was certainly not
+ *    sampled (the only check on the hot free path: one byte load). 255 is sticky (never
+ *    decremented) so counts never underflow.
  *  - table: 64 Ki buckets of 4 slots (one cache line each); an address may live in either of
  *    two buckets. Slots hold the address (or 0) and the block's id; insert is a CAS 0 -> addr
  *    then a store of the id, remove a read of the id then a CAS addr -> 0, so there are no
@@ -81,8 +82,9 @@ struct pl_slot {
 typedef struct pl_slot pl_bucket[PL_BUCKET_SLOTS] __attribute__((aligned(64)));
 
 struct pl_table {
+	uint8_t filter[1u << PL_FILTER_BITS] __attribute__((aligned(64)));	/* first: a free
+										 * indexes it as is */
 	pl_bucket *slot;	/* 1 << PL_TABLE_BUCKET_BITS buckets, mapped at the first insert */
-	uint8_t filter[1u << PL_FILTER_BITS] __attribute__((aligned(64)));
 };
 
 enum pl_insert_result {
@@ -91,9 +93,19 @@ enum pl_insert_result {
 	PL_FULL,	/* both buckets full */
 };
 
+/*
+ * The counter of @addr: one per 64-byte granule of a 4 MiB window of the address space. Frees
+ * close in memory read close counters (the 64 granules of a 4 KiB page share one 64-byte line
+ * of counters), so the filter's share of the cache follows the heap's working set (1/64 of
+ * it): counters picked at random put every free on a line of its own among 1024, an L1 miss
+ * a pair once they are all mapped (~1 ns per pair in bench-fast's loop). Address bits 16-31
+ * are XORed in: a page's line moves with its window (bits 22-31; glibc's arenas are 64 MiB
+ * aligned), so windows do not fold onto the same counters, and its 64 granules are only
+ * permuted within the line. A false positive costs a table lookup.
+ */
 static inline uint32_t pl_filter_index(uintptr_t addr)
 {
-	return (uint32_t)((addr * 0x9e3779b97f4a7c15ULL) >> (64 - PL_FILTER_BITS));
+	return (uint32_t)((addr ^ (addr >> 10)) >> 6) & ((1u << PL_FILTER_BITS) - 1);
 }
 
 /*
