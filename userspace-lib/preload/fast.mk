@@ -18,6 +18,9 @@ $(B)/bench/fast_bench: bench/fast_bench.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(PL_WL_CFLAGS) -o $@ $< -lm -pthread
 
+# tests/bpf/bench-fast-quick.sh runs bench-fast's script on it
+BPF_TESTS += $(B)/bench/fast_bench
+
 .PHONY: bench-fast
 # Then the 1-thread 512 KiB rows again with the loop and the profiler on CPUs of their own
 # (PIN=1), 21 pairs: the fast path's cost without the scheduler's placement in it.
