@@ -1182,9 +1182,8 @@ int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
  * and so are the frames the library walked; only a record the library could not walk takes
  * bpf_get_stack() (a fault-tolerant copy per frame, ~700 ns) and the frame-skip loop.
  */
-#define BPF_USDT_MAX_SPEC_CNT	4096	/* three per process profiled through the library */
-#define BPF_USDT_MAX_IP_CNT	256	/* unused: the kernel has BPF cookies */
-#include <bpf/usdt.bpf.h>
+/* Attached by the loader as plain uprobes at the notes' sites, with their semaphores
+ * (daemon/bpf_loader.c, pl_usdt_sites()): no libbpf USDT spec is involved. */
 
 #define MP_PL_MAX_SKIP		16	/* library frames dropped from the top of a stack */
 #define MP_PL_HEAD_SIZE		offsetof(struct mp_alloc_event, stack)

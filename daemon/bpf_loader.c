@@ -365,6 +365,7 @@ struct mp_bpf {
 	size_t nobjs;
 	int uprobe_type;
 	int retprobe_bit;
+	int ref_ctr_shift;	/* where a USDT semaphore's offset goes in the config, or -1 */
 	bool multi;		/* uprobe_multi links (Linux 6.6+): one per object and program */
 	bool session;		/* uprobe session links (Linux 6.13+): mp_session, no mp_ret */
 	uint64_t entry_cost_ns, return_cost_ns;	/* cost of a probe hit (calibrate()) */
@@ -433,6 +434,19 @@ static int uprobe_pmu_init(struct mp_bpf *b)
 	buf[n] = 0;
 	if (sscanf(buf, "config:%d", &b->retprobe_bit) != 1)
 		return -EINVAL;
+	/* USDT semaphores (Linux 4.20+): "config:32-63"; without it, no preload mode. */
+	b->ref_ctr_shift = -1;
+	fd = open("/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset",
+		  O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			if (sscanf(buf, "config:%d", &b->ref_ctr_shift) != 1)
+				b->ref_ctr_shift = -1;
+		}
+	}
 	return 0;
 }
 
@@ -1156,16 +1170,21 @@ static struct obj *obj_get(struct mp_bpf *b, const char *path, const struct stat
 	return o;
 }
 
+/* @ref_ctr_off: file offset of a USDT semaphore the kernel raises while the probe is on, or 0. */
 static int perf_uprobe_open(struct mp_bpf *b, pid_t pid, const char *path, uint64_t off,
-			    bool retprobe)
+			    bool retprobe, uint64_t ref_ctr_off)
 {
 	struct perf_event_attr attr;
 	int fd;
 
+	if (ref_ctr_off && (b->ref_ctr_shift < 0 || ref_ctr_off >> (64 - b->ref_ctr_shift)))
+		return -EOPNOTSUPP;
 	memset(&attr, 0, sizeof(attr));
 	attr.size = sizeof(attr);
 	attr.type = (uint32_t)b->uprobe_type;
 	attr.config = retprobe ? 1ULL << b->retprobe_bit : 0;
+	if (ref_ctr_off)
+		attr.config |= ref_ctr_off << b->ref_ctr_shift;
 	attr.config1 = (uint64_t)(uintptr_t)path;	/* uprobe_path */
 	attr.config2 = off;				/* probe_offset */
 	fd = (int)syscall(__NR_perf_event_open, &attr, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
@@ -1173,10 +1192,11 @@ static int perf_uprobe_open(struct mp_bpf *b, pid_t pid, const char *path, uint6
 }
 
 static int attach_perf(struct mp_bpf *b, pid_t pid, const char *path, uint64_t off,
-		       struct bpf_program *prog, bool retprobe, uint64_t cookie, struct plink *out)
+		       struct bpf_program *prog, bool retprobe, uint64_t cookie, uint64_t ref_ctr_off,
+		       struct plink *out)
 {
 	LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = cookie);
-	int fd = perf_uprobe_open(b, pid, path, off, retprobe);
+	int fd = perf_uprobe_open(b, pid, path, off, retprobe, ref_ctr_off);
 	struct bpf_link *l;
 
 	if (fd < 0)
@@ -1250,10 +1270,10 @@ static int attach_sym(struct mp_bpf *b, struct target *t, const struct resolved 
 					   &cookie, 1, &lr);
 	} else {
 		err = attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_entry, false, cookie,
-				  &le);
+				  0, &le);
 		if (!err && pd->ret)
 			err = attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_ret, true,
-					  cookie, &lr);
+					  cookie, 0, &lr);
 	}
 	if (!err && (err = target_add_link(t, &le)) == 0 && pd->ret && !b->session &&
 	    (err = target_add_link(t, &lr)) != 0)
@@ -1643,7 +1663,7 @@ static int self_attach(struct mp_bpf *b, const char *path, uint64_t off,
 {
 	if (b->multi)
 		return attach_multi(getpid(), path, prog, retprobe, &off, &cookie, 1, out);
-	return attach_perf(b, getpid(), path, off, prog, retprobe, cookie, out);
+	return attach_perf(b, getpid(), path, off, prog, retprobe, cookie, 0, out);
 }
 
 /* Hand links on ourselves to the reaper (closing them waits for grace periods). */
@@ -1821,6 +1841,9 @@ uint64_t mp_ktime_to_epoch_us(uint64_t ktime_ns)
 #define PL_LIB_PREFIX	"libmemprof-preload"
 #define PL_CFG_SYM	"memprof_preload_config"
 
+/* Sites of one USDT probe in the library (sdt.h makes one per expansion; ours have one). */
+#define PL_MAX_SITES	4
+
 struct pl_found {
 	char path[PATH_MAX + 64];	/* /proc/PID/root/<file> */
 	uint64_t lo, hi;		/* span of the library's mappings */
@@ -1875,6 +1898,41 @@ static int pl_find(pid_t pid, struct pl_found *pf)
 		return -ENOENT;
 	snprintf(pf->path, sizeof(pf->path), "/proc/%d/root%s", pid, file);
 	return 0;
+}
+
+/*
+ * The library's USDT probe sites, memprof:<names[i]> into sites[i] (nsites[i] of them, 0 when the
+ * library lacks that probe). The probes are attached as plain uprobes with their semaphores
+ * (perf_uprobe_open()), not through libbpf's USDT support: its bookkeeping of spec ids is
+ * shared by every USDT link of the object, and links are destroyed by concurrent threads
+ * (links_destroy()) while others are attached; the programs read their arguments from fixed
+ * registers and need no spec.
+ */
+static int pl_usdt_sites(const struct pl_found *pf, const char *const names[4],
+			 struct mp_usdt_site sites[4][PL_MAX_SITES], int nsites[4])
+{
+	int fd, r = 0;
+	Elf *elf;
+
+	fd = open(pf->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF)
+		r = -EINVAL;
+	for (int i = 0; i < 4 && !r; i++) {
+		int n = mp_elf_usdt_sites(elf, "memprof", names[i], sites[i], PL_MAX_SITES);
+
+		if (n < 0)
+			r = n;
+		else if (n > PL_MAX_SITES)
+			r = -E2BIG;
+		else
+			nsites[i] = n;
+	}
+	elf_end(elf);
+	close(fd);
+	return r;
 }
 
 /* The run-time address of memprof_preload_config in the library @pf. */
@@ -2058,6 +2116,8 @@ static int pl_attach(struct mp_bpf *b, struct target *t)
 					 b->skel->progs.mp_usdt_free,
 					 b->skel->progs.mp_usdt_free_batch,
 					 b->skel->progs.mp_usdt_flush };
+	struct mp_usdt_site sites[4][PL_MAX_SITES];
+	int nsites[4];
 	struct mp_proc_cfg cfg;
 	struct pl_found pf;
 	struct stat st;
@@ -2105,26 +2165,40 @@ static int pl_attach(struct mp_bpf *b, struct target *t)
 		t->pl_pending = 0;
 		return (int)t->nlinks;	/* exec'd into the same library: the probes stay */
 	}
-	for (int i = 0; i < 4; i++) {
-		struct plink l = { .fd = -1 };
-
-		l.l = bpf_program__attach_usdt(progs[i], t->pid, pf.path, "memprof", names[i],
-					       NULL);
-		if (!l.l && i == 3 && errno == ENOENT)
+	err = pl_usdt_sites(&pf, names, sites, nsites);
+	if (err) {
+		logf_(b, 3, "Failed to read the USDT notes of '%s' (pid %d): %s", pf.path, t->pid,
+		      strerror(-err));
+		b->counters.attach_errors++;
+		bpf_map_delete_elem(pltargets_fd(b), &key);
+		return err;
+	}
+	for (int i = 0; i < 4 && !err; i++) {
+		if (!nsites[i] && i == 3)
 			continue;	/* an older library: no deferred mode */
-		if (!l.l) {
-			err = -errno;
-			logf_(b, 3, "Failed to attach USDT probe memprof:%s in '%s' (pid %d): %s",
-			      names[i], pf.path, t->pid, strerror(-err));
-		} else if ((err = target_add_link(t, &l)) != 0) {
-			plink_destroy(&l);
+		if (!nsites[i]) {
+			err = -ENOENT;
+			logf_(b, 3, "'%s' (pid %d) has no USDT probe memprof:%s", pf.path, t->pid,
+			      names[i]);
 		}
-		if (err) {
-			b->counters.attach_errors++;
-			pl_retire_links(b, t);
-			bpf_map_delete_elem(pltargets_fd(b), &key);
-			return err;
+		for (int k = 0; k < nsites[i] && !err; k++) {
+			struct plink l = { .fd = -1 };
+
+			err = attach_perf(b, t->pid, pf.path, sites[i][k].ip_off, progs[i], false, 0,
+					  sites[i][k].sema_off, &l);
+			if (err)
+				logf_(b, 3, "Failed to attach USDT probe memprof:%s in '%s'+%#" PRIx64
+				      " (pid %d): %s", names[i], pf.path, sites[i][k].ip_off, t->pid,
+				      strerror(-err));
+			else if ((err = target_add_link(t, &l)) != 0)
+				plink_destroy(&l);
 		}
+	}
+	if (err) {
+		b->counters.attach_errors++;
+		pl_retire_links(b, t);
+		bpf_map_delete_elem(pltargets_fd(b), &key);
+		return err;
 	}
 	t->preload = true;
 	t->pl_dev = st.st_dev;

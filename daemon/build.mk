@@ -24,8 +24,14 @@ $(B)/tests/unit/test_preload_batch: $(B)/tests/unit/test_preload_batch.o \
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
+# The USDT note reader on the built libmemprof-preload.so.
+$(B)/tests/unit/test_usdt_sites: $(B)/tests/unit/test_usdt_sites.o $(B)/daemon/elf_syms.o \
+				  $(B)/daemon/placement.o
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lelf -lcapstone
+
 UNIT_TESTS += $(B)/tests/unit/test_sampler $(B)/tests/unit/test_entries \
-	      $(B)/tests/unit/test_preload_batch
+	      $(B)/tests/unit/test_preload_batch $(B)/tests/unit/test_usdt_sites
 include daemon/service.mk
 
 $(B)/daemon/engine.o: CFLAGS += -DMP_ENGINE_VERSION='"$(VERSION)"'

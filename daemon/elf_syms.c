@@ -2,6 +2,7 @@
 /* Allocator symbol resolution and probe placement from the file (see elf_syms.h). */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "daemon/elf_syms.h"
@@ -83,6 +84,107 @@ int mp_elf_vaddr_to_off(Elf *elf, uint64_t v, uint64_t *off, uint64_t *avail, ui
 		}
 	}
 	return -ENOENT;
+}
+
+/* The address of section @name, or 0. */
+static uint64_t section_addr(Elf *elf, const char *name)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return 0;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *n;
+
+		if (gelf_getshdr(scn, &sh) && (n = elf_strptr(elf, shstrndx, sh.sh_name)) &&
+		    !strcmp(n, name))
+			return sh.sh_addr;
+	}
+	return 0;
+}
+
+/*
+ * One note of type 3, owner "stapsdt": three addresses of the ELF class's size (the probe's
+ * pc, the link-time address of .stapsdt.base, the semaphore or 0), then the provider, the
+ * name and the argument spec, NUL-terminated.
+ */
+static int usdt_note(Elf *elf, const uint8_t *desc, size_t len, const char *provider,
+		     const char *name, uint64_t base_now, struct mp_usdt_site *site)
+{
+	size_t asz = gelf_getclass(elf) == ELFCLASS32 ? 4 : 8, plen;
+	uint64_t a[3] = { 0, 0, 0 }, avail;
+	const char *prov, *nm;
+
+	if (len < 3 * asz + 3)
+		return -EINVAL;
+	for (int i = 0; i < 3; i++) {
+		if (asz == 8) {
+			memcpy(&a[i], desc + i * 8, 8);
+		} else {
+			uint32_t v;
+
+			memcpy(&v, desc + i * 4, 4);
+			a[i] = v;
+		}
+	}
+	prov = (const char *)desc + 3 * asz;
+	plen = strnlen(prov, len - 3 * asz);
+	if (plen == len - 3 * asz)
+		return -EINVAL;
+	nm = prov + plen + 1;
+	if (strnlen(nm, len - 3 * asz - plen - 1) == len - 3 * asz - plen - 1)
+		return -EINVAL;
+	if (strcmp(prov, provider) || strcmp(nm, name))
+		return 0;
+	/* Prelinked: everything moved by what .stapsdt.base moved. */
+	if (base_now && a[1]) {
+		a[0] += base_now - a[1];
+		if (a[2])
+			a[2] += base_now - a[1];
+	}
+	if (mp_elf_vaddr_to_off(elf, a[0], &site->ip_off, &avail, NULL))
+		return -EINVAL;
+	site->sema_off = 0;
+	if (a[2] && mp_elf_vaddr_to_off(elf, a[2], &site->sema_off, &avail, NULL))
+		return -EINVAL;
+	return 1;
+}
+
+int mp_elf_usdt_sites(Elf *elf, const char *provider, const char *name,
+		      struct mp_usdt_site *sites, int max)
+{
+	uint64_t base_now = section_addr(elf, ".stapsdt.base");
+	Elf_Scn *scn = NULL;
+	int n = 0;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *data;
+		GElf_Shdr sh;
+		GElf_Nhdr nh;
+		size_t off = 0, name_off, desc_off;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE ||
+		    !(data = elf_getdata(scn, NULL)))
+			continue;
+		while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+			struct mp_usdt_site site;
+			int r;
+
+			if (nh.n_type != 3 || nh.n_namesz != sizeof("stapsdt") ||
+			    memcmp((const char *)data->d_buf + name_off, "stapsdt", sizeof("stapsdt")))
+				continue;
+			r = usdt_note(elf, (const uint8_t *)data->d_buf + desc_off, nh.n_descsz,
+				      provider, name, base_now, &site);
+			if (r < 0)
+				return r;
+			if (r && n < max)
+				sites[n] = site;
+			n += r;
+		}
+	}
+	return n;
 }
 
 int mp_elf_place(int fd, struct mp_placement_req *req, uint64_t size, uint64_t avail,

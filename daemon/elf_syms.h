@@ -39,6 +39,21 @@ void mp_elf_find_funcs(Elf *elf, mp_sym_index_fn index, void *ctx, struct mp_sym
  * Returns 0, -EINVAL or -ENOENT. */
 int mp_elf_vaddr_to_off(Elf *elf, uint64_t v, uint64_t *off, uint64_t *avail, uint64_t *before);
 
+/* A USDT probe site (.note.stapsdt): where a uprobe goes and its semaphore, as file offsets. */
+struct mp_usdt_site {
+	uint64_t ip_off;	/* file offset of the probe's instruction */
+	uint64_t sema_off;	/* file offset of its semaphore, 0 if it has none */
+};
+
+/*
+ * The sites of USDT probe @provider:@name in @elf, up to @max of them into @sites (addresses
+ * adjusted for prelinking through .stapsdt.base, as sdt.h defines). Returns how many the
+ * notes name (it may exceed @max), or -EINVAL for a malformed note or a site outside the
+ * file's loaded segments.
+ */
+int mp_elf_usdt_sites(Elf *elf, const char *provider, const char *name,
+		      struct mp_usdt_site *sites, int max);
+
 /*
  * Read the code of the function at file offset req->addr of @fd (@size bytes, or 64 if the
  * symbol has no size; at most @avail and MP_MAX_CODE_SCAN) and choose its probe point into

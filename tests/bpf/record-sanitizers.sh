@@ -2,7 +2,8 @@
 # memprofctl built with ASan+UBSan ($MP_ASAN_BUILD, made by `make check`) records real
 # workloads: threads with cross-thread frees, fork and exec followed, every block sampled
 # (entry tables growing and shrinking), C++ with DWARF unwinding, and Debian's python3 (no
-# frame pointers: stack copies, libdw unwinding, symbolization with inlined frames). Any
+# frame pointers: stack copies, libdw unwinding, symbolization with inlined frames), and
+# forks on the fast path (libmemprof-preload's USDT links attached and destroyed). Any
 # sanitizer report fails the run (UBSan does not recover in that build); each trace must read
 # back strictly.
 . "$(dirname "$0")/record.lib"
@@ -29,6 +30,13 @@ san exec -r 1e-3 -o "$T/exec.ctf" -- "$WL/wl_alloc" exec
 san rate1 -r 1 -o "$T/rate1.ctf" -- "$WL/wl_alloc" equal 100000 24
 san cxx -r 1e-2 --unwind dwarf -o "$T/cxx.ctf" -- "$WL/wl_cxx"
 san python -r 1e-2 -o "$T/python.ctf" -- /usr/bin/python3 "$MP_SRC/bench/scripts/alloc.py" 4
+# The fast path across a fork: each process' USDT links are destroyed by concurrent threads
+# when it exits (libbpf's USDT bookkeeping, shared by all of them, was freed twice this way in
+# one run of ~10 under ASan; tests/unit/loader-no-libbpf-usdt.sh is the deterministic check).
+for i in 1 2 3 4 5; do
+	san "preload-fork-$i" --preload="$MP_BUILD/lib/libmemprof-preload.so" -r 1e-4 \
+		-o "$T/plfork$i.ctf" -- "$WL/wl_alloc" fork
+done
 for f in "$T"/*.ctf*; do
 	[ -f "$f" ] && "$CHECK" strict "$f"
 done
