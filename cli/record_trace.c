@@ -4,7 +4,8 @@
  *
  * Pid-filtered uprobes do not fire in a forked child, and the loader can only attach the
  * child's own once the FORK record is read: a short-lived child allocates before that. So the
- * tree stays under ptrace, seized with PTRACE_O_TRACEFORK | TRACEVFORK | TRACECLONE | TRACEEXEC:
+ * tree stays under ptrace, seized with PTRACE_O_TRACEFORK | TRACEVFORK | TRACECLONE | TRACEEXEC
+ * | TRACEEXIT:
  *
  *  - fork/vfork (and clone of a new process): the parent stops at the event, the child starts
  *    in a PTRACE_EVENT_STOP before its first instruction (the two stops come in either order).
@@ -19,12 +20,14 @@
  *    A new thread is let go at its first stop.
  *  - signals: a signal-delivery-stop re-injects the signal; a group-stop (SIGSTOP, SIGTSTP,
  *    SIGTTIN, SIGTTOU) is held with PTRACE_LISTEN, so job control behaves as without us.
- *  - exits: every traced task's exit is waited for here first (we are its tracer), which hands
- *    it back to its real parent; CMD's own status ends the loop.
+ *  - exits: each traced task stops at its exit (PTRACE_O_TRACEEXIT), memory still mapped: the
+ *    engine reads a preload process' library counters one last time (mp_engine__exiting());
+ *    then its exit is waited for here first (we are its tracer), which hands it back to its
+ *    real parent; CMD's own status ends the loop.
  *
  * The loop blocks in poll() on a signalfd (SIGCHLD and the forwarded signals) and the engine's
  * fd; waitpid(WNOHANG) drains stops when SIGCHLD arrives. Stops happen only at fork, exec,
- * thread creation and signals, never per allocation.
+ * thread creation and exit, and signals, never per allocation.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -95,7 +98,7 @@ static bool is_group_stop_sig(int sig)
 
 int record_trace__seize(pid_t pid, bool follow_forks)
 {
-	long opts = PTRACE_O_TRACEEXEC | PTRACE_O_TRACECLONE;
+	long opts = PTRACE_O_TRACEEXEC | PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXIT;
 
 	if (follow_forks)
 		opts |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
@@ -444,6 +447,11 @@ static void on_stop(struct rtrace *t, pid_t tid, int st)
 	case PTRACE_EVENT_EXEC:
 		on_exec(t, tid);
 		break;
+	case PTRACE_EVENT_EXIT:
+		if (t->sync->exiting)
+			t->sync->exiting(t->sync->ctx, tid);
+		task_resume(t, tid, 0);
+		break;
 	case PTRACE_EVENT_STOP:
 		if (is_group_stop_sig(sig))
 			ptrace(PTRACE_LISTEN, tid, NULL, NULL);
@@ -540,11 +548,16 @@ static int engine_process(void *ctx)
 	return mp_engine__process(ctx);
 }
 
+static void engine_exiting(void *ctx, pid_t tid)
+{
+	mp_engine__exiting(ctx, tid);
+}
+
 int record_trace__run(struct mp_engine *e, pid_t root, bool follow_forks, int sigfd,
 		      int *root_status, struct record_trace_stats *stats)
 {
 	const struct record_sync s = { .sync_pid = engine_sync, .process = engine_process,
-				       .fd = mp_engine__fd(e), .ctx = e };
+				       .exiting = engine_exiting, .fd = mp_engine__fd(e), .ctx = e };
 
 	return record_trace__run_sync(&s, root, follow_forks, sigfd, root_status, stats);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * `memprofctl record` keeps CMD's process tree under ptrace (PTRACE_SEIZE with
- * PTRACE_O_TRACEFORK | TRACEVFORK | TRACECLONE | TRACEEXEC) so that every forked child and every
- * exec'd image is stopped before it runs code of its own until its probes are attached.
+ * PTRACE_O_TRACEFORK | TRACEVFORK | TRACECLONE | TRACEEXEC | TRACEEXIT) so that every forked child
+ * and every exec'd image is stopped before it runs code of its own until its probes are
+ * attached, and every task once more at its exit.
  * See cli/record_trace.c.
  *
  * Owner: the record command (cli/cmd_record.c and cli/record_daemon.c are its users).
@@ -68,6 +69,8 @@ struct record_sync {
 	 */
 	int (*sync_pid)(void *ctx, pid_t pid, bool forked, char *err, size_t err_len);
 	int (*process)(void *ctx);	/* @fd is readable (NULL: nothing to do) */
+	/* task @tid is held at its exit, its memory still readable (NULL: nothing to do) */
+	void (*exiting)(void *ctx, pid_t tid);
 	int fd;				/* polled with the signalfd; -1: none */
 	void *ctx;
 };

@@ -1898,6 +1898,16 @@ int mp_engine__drops(const struct mp_engine *e, uint64_t *out, size_t n)
 	return MP_DROP__MAX;
 }
 
+void mp_engine__exiting(struct mp_engine *e, pid_t pid)
+{
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		struct mp_ptrace *t = trace_find(p, pid);
+
+		if (t && !t->completed && t->mode == MP_PROC_MODE_PRELOAD)
+			trace_update_mode(t);
+	}
+}
+
 int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_len)
 {
 	char dummy[8];

@@ -218,6 +218,13 @@ const char *mp_stat__name(enum mp_stat s);
  */
 int mp_engine__reap(struct mp_engine *e, pid_t pid);
 
+/*
+ * @pid is held at its exit (ptrace's PTRACE_EVENT_EXIT: its memory still readable): read the
+ * counters of a libmemprof-preload process one last time, so that its summary has them all
+ * (they are otherwise read every 256 samples). Nothing for other processes or threads.
+ */
+void mp_engine__exiting(struct mp_engine *e, pid_t pid);
+
 /* Free a discarded profile (its traces are complete); -EINVAL unless discarded. @p is invalid
  * afterwards. */
 int mp_engine__forget(struct mp_engine *e, struct mp_profile *p);

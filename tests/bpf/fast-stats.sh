@@ -33,6 +33,16 @@ record fast-sites-1e-4 --preload --batch 1 -r 1e-4 --seed 7 -o "$T/sites-1e-4.ct
 ok "sites at 1e-4: exit status 0" [ "$rc" -eq 0 ]
 preload_mode "sites at 1e-4" "$T/sites-1e-4.ctf"
 "$CHECK" sites "$T/sites-1e-4.ctf" "$T/fast-sites-1e-4.out"
+# The summary's library counters are read when the process stops at its exit, so they count
+# every sample the trace has (they were otherwise last read at the 256th sampled block).
+drawn_all() {	# name: "N samples in M blocks" and "(N samples drawn" agree, N > 0
+	local n d
+	n=$(sed -n 's/^memprofctl record: .* (pid [0-9]*): \([0-9]*\) samples in .*/\1/p' \
+		"$T/$1.err")
+	d=$(sed -n 's/.*libmemprof-preload (\([0-9]*\) samples drawn.*/\1/p' "$T/$1.err")
+	ok "$1: the library drew the trace's $n samples (says $d)" [ -n "$n" -a "$n" != 0 -a "$n" = "$d" ]
+}
+drawn_all fast-sites-1e-4
 
 record fast-sites-1e-2 --preload --batch 1 -r 1e-2 --seed 7 -o "$T/sites-1e-2.ctf" -- "$WL/wl_alloc" sites 1
 ok "sites at 1e-2: exit status 0" [ "$rc" -eq 0 ]
