@@ -899,7 +899,10 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 		return;
 	t = trace_find(p, (pid_t)ev->h.pid);
 	if (!t || t->completed) {
-		e->drops[MP_DROP_NO_PROFILE]++;
+		/* A process detached over its budget: its probes' last hits, in flight when BPF
+		 * was told to ignore it, are not a loss (its trace says it was detached). */
+		if (!t || !t->detached_reason)
+			e->drops[MP_DROP_NO_PROFILE]++;
 		return;
 	}
 	time_us = mp_ktime_to_epoch_us(ev->h.time_ns);
@@ -984,8 +987,10 @@ static void on_free(struct mp_engine *e, const struct mp_free_event *ev)
 		 * or inherited across fork: not ours, not a loss */
 		if (ev->kind & MP_KIND_F_PRELOAD)
 			return;
-		e->drops[MP_DROP_UNMATCHED_FREE]++;
 		t = p ? trace_find(p, (pid_t)ev->h.pid) : NULL;
+		if (t && t->completed && t->detached_reason)
+			return;	/* detached: its entries went with its trace (on_alloc) */
+		e->drops[MP_DROP_UNMATCHED_FREE]++;
 		if (t)
 			t->unmatched++;
 		return;
