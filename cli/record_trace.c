@@ -557,7 +557,8 @@ int record_trace__run(struct mp_engine *e, pid_t root, bool follow_forks, int si
 		      int *root_status, struct record_trace_stats *stats)
 {
 	const struct record_sync s = { .sync_pid = engine_sync, .process = engine_process,
-				       .exiting = engine_exiting, .fd = mp_engine__fd(e), .ctx = e };
+				       .exiting = engine_exiting, .fd = mp_engine__fd(e),
+				       .ctx = e };
 
 	return record_trace__run_sync(&s, root, follow_forks, sigfd, root_status, stats);
 }

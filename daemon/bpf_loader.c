@@ -1192,8 +1192,8 @@ static int perf_uprobe_open(struct mp_bpf *b, pid_t pid, const char *path, uint6
 }
 
 static int attach_perf(struct mp_bpf *b, pid_t pid, const char *path, uint64_t off,
-		       struct bpf_program *prog, bool retprobe, uint64_t cookie, uint64_t ref_ctr_off,
-		       struct plink *out)
+		       struct bpf_program *prog, bool retprobe, uint64_t cookie,
+		       uint64_t ref_ctr_off, struct plink *out)
 {
 	LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = cookie);
 	int fd = perf_uprobe_open(b, pid, path, off, retprobe, ref_ctr_off);
@@ -2182,13 +2182,14 @@ static int pl_attach(struct mp_bpf *b, struct target *t)
 			      names[i]);
 		}
 		for (int k = 0; k < nsites[i] && !err; k++) {
+			const struct mp_usdt_site *s = &sites[i][k];
 			struct plink l = { .fd = -1 };
 
-			err = attach_perf(b, t->pid, pf.path, sites[i][k].ip_off, progs[i], false, 0,
-					  sites[i][k].sema_off, &l);
+			err = attach_perf(b, t->pid, pf.path, s->ip_off, progs[i], false, 0,
+					  s->sema_off, &l);
 			if (err)
-				logf_(b, 3, "Failed to attach USDT probe memprof:%s in '%s'+%#" PRIx64
-				      " (pid %d): %s", names[i], pf.path, sites[i][k].ip_off, t->pid,
+				logf_(b, 3, "Failed to attach USDT probe memprof:%s in '%s'+%#"
+				      PRIx64 " (pid %d): %s", names[i], pf.path, s->ip_off, t->pid,
 				      strerror(-err));
 			else if ((err = target_add_link(t, &l)) != 0)
 				plink_destroy(&l);

@@ -169,11 +169,12 @@ int mp_elf_usdt_sites(Elf *elf, const char *provider, const char *name,
 		    !(data = elf_getdata(scn, NULL)))
 			continue;
 		while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+			const char *owner = (const char *)data->d_buf + name_off;
 			struct mp_usdt_site site;
 			int r;
 
 			if (nh.n_type != 3 || nh.n_namesz != sizeof("stapsdt") ||
-			    memcmp((const char *)data->d_buf + name_off, "stapsdt", sizeof("stapsdt")))
+			    memcmp(owner, "stapsdt", sizeof("stapsdt")))
 				continue;
 			r = usdt_note(elf, (const uint8_t *)data->d_buf + desc_off, nh.n_descsz,
 				      provider, name, base_now, &site);

@@ -35,7 +35,8 @@ static uint64_t sym_off(const char *name)
 
 			if (gelf_getsym(data, (int)i, &s) && s.st_shndx != SHN_UNDEF &&
 			    (n = elf_strptr(elf, sh.sh_link, s.st_name)) && !strcmp(n, name))
-				return mp_elf_vaddr_to_off(elf, s.st_value, &off, &avail, NULL) ? 0 : off;
+				return mp_elf_vaddr_to_off(elf, s.st_value, &off, &avail, NULL) ?
+					       0 : off;
 		}
 	}
 	return 0;

@@ -82,8 +82,8 @@ struct pl_slot {
 typedef struct pl_slot pl_bucket[PL_BUCKET_SLOTS] __attribute__((aligned(64)));
 
 struct pl_table {
-	uint8_t filter[1u << PL_FILTER_BITS] __attribute__((aligned(64)));	/* first: a free
-										 * indexes it as is */
+	/* first: a free indexes it as is */
+	uint8_t filter[1u << PL_FILTER_BITS] __attribute__((aligned(64)));
 	pl_bucket *slot;	/* 1 << PL_TABLE_BUCKET_BITS buckets, mapped at the first insert */
 };
 
