@@ -379,6 +379,11 @@ struct mp_bpf {
 	bool reaper_started, reaper_stop;
 	struct target *graveyard;
 	bool reaping;		/* the reaper is destroying a target it took */
+	/* Links on our own process (session self-test, calibration), kept open until
+	 * mp_bpf__free(): closed at once, the grace periods they wait for would run into our
+	 * exit (memprofctl record's, ~40 ms); kept, they are shared with record's helper by then
+	 * and released after us. Nothing calls their functions again. */
+	struct target *self;
 };
 
 static void logf_(struct mp_bpf *b, int level, const char *fmt, ...)
@@ -717,7 +722,9 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return 0;
 }
 
-static int self_target(char *path, size_t len, uint64_t *off);
+static int self_target(uintptr_t a, char *path, size_t len, uint64_t *off);
+static void (*volatile self_target_fn)(void);
+static void (*volatile selftest_target_fn)(void);
 static int session_selftest(struct mp_bpf *b, const char *path, uint64_t off);
 static void calibrate(struct mp_bpf *b, const char *path, uint64_t off);
 
@@ -832,13 +839,17 @@ struct mp_bpf *mp_bpf__open(mp_bpf_event_fn fn, void *ctx)
 	{
 		char self[PATH_MAX];
 		uint64_t self_off = 0;
-		bool have_self = self_target(self, sizeof(self), &self_off) == 0;
+		uint64_t test_off = 0;
+		bool have_self = self_target((uintptr_t)self_target_fn, self, sizeof(self),
+					     &self_off) == 0 &&
+				 self_target((uintptr_t)selftest_target_fn, self, sizeof(self),
+					     &test_off) == 0;
 
 		if (!getenv("MP_BPF_NO_UPROBE_MULTI") && !getenv("MP_BPF_NO_SESSION") && have_self) {
 			b->skel = skel_load(&ns, true, true);
 			if (b->skel) {
 				b->multi = b->session = true;
-				if (session_selftest(b, self, self_off)) {
+				if (session_selftest(b, self, test_off)) {
 					memprof_bpf__destroy(b->skel);
 					b->skel = NULL;
 					b->multi = b->session = false;
@@ -896,6 +907,8 @@ void mp_bpf__free(struct mp_bpf *b)
 		b->targets = t->next;
 		target_bury(b, t);
 	}
+	if (b->self)
+		target_bury(b, b->self);
 	pthread_mutex_lock(&b->lock);
 	b->reaper_stop = true;
 	pthread_cond_broadcast(&b->cond);
@@ -1629,12 +1642,27 @@ __asm__(".pushsection .text\n"
 	".size mp_bpf_self_target, .-mp_bpf_self_target\n"
 	".popsection\n");
 
-static void (*volatile self_target_fn)(void) = mp_bpf_self_target;
+/* The same, for the session self-test: its link stays (see mp_bpf.self), and must not add its
+ * hits to calibrate()'s. */
+void mp_bpf_selftest_target(void);
+__asm__(".pushsection .text\n"
+	".globl mp_bpf_selftest_target\n"
+	".hidden mp_bpf_selftest_target\n"
+	".type mp_bpf_selftest_target, @function\n"
+	"mp_bpf_selftest_target:\n"
+	"\tpush %rbp\n"
+	"\tmov %rsp, %rbp\n"
+	"\tpop %rbp\n"
+	"\tret\n"
+	".size mp_bpf_selftest_target, .-mp_bpf_selftest_target\n"
+	".popsection\n");
 
-/* The file that maps mp_bpf_self_target in our process, and its offset there. */
-static int self_target(char *path, size_t len, uint64_t *off)
+static void (*volatile self_target_fn)(void) = mp_bpf_self_target;
+static void (*volatile selftest_target_fn)(void) = mp_bpf_selftest_target;
+
+/* The file that maps our function at @a, and its offset there. */
+static int self_target(uintptr_t a, char *path, size_t len, uint64_t *off)
 {
-	uintptr_t a = (uintptr_t)self_target_fn;
 	char line[PATH_MAX + 256];
 	FILE *f = fopen("/proc/self/maps", "re");
 	int err = -ENOENT;
@@ -1664,6 +1692,22 @@ static int self_attach(struct mp_bpf *b, const char *path, uint64_t off,
 	if (b->multi)
 		return attach_multi(getpid(), path, prog, retprobe, &off, &cookie, 1, out);
 	return attach_perf(b, getpid(), path, off, prog, retprobe, cookie, 0, out);
+}
+
+/* Keep links on ourselves until mp_bpf__free() (mp_bpf.self); destroyed at once if they
+ * cannot be kept. */
+static void self_keep(struct mp_bpf *b, const struct plink *links, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct plink l = links[i];
+
+		if (!l.l && l.fd < 0)
+			continue;
+		if (!b->self && (b->self = calloc(1, sizeof(*b->self))))
+			b->self->pid = getpid();
+		if (!b->self || target_add_link(b->self, &l))
+			plink_destroy(&l);
+	}
 }
 
 /* Hand links on ourselves to the reaper (closing them waits for grace periods). */
@@ -1698,7 +1742,7 @@ static uint64_t selftest_get(struct mp_bpf *b, uint32_t idx)
 }
 
 /*
- * Do uprobe sessions behave as mp_session expects? Two calls of our own mp_bpf_self_target
+ * Do uprobe sessions behave as mp_session expects? Two calls of our own mp_bpf_selftest_target
  * under a session link: the first entry returns 0 and must get its return half, the second
  * returns 1 and must not, and bpf_session_is_return() must tell them apart.
  */
@@ -1717,19 +1761,20 @@ static int session_selftest(struct mp_bpf *b, const char *path, uint64_t off)
 		return err;
 	}
 	if (e0 & 1) /* the next hit must be an odd one */
-		self_target_fn();
+		selftest_target_fn();
 	e0 = selftest_get(b, MP_SELFTEST_ENTRIES);
 	r0 = selftest_get(b, MP_SELFTEST_RETURNS);
-	self_target_fn();
-	self_target_fn();
+	selftest_target_fn();
+	selftest_target_fn();
 	e = selftest_get(b, MP_SELFTEST_ENTRIES) - e0;
 	r = selftest_get(b, MP_SELFTEST_RETURNS) - r0;
-	self_bury(b, &l, 1);
 	if (e != 2 || r != 1) {
+		self_bury(b, &l, 1);	/* its programs go with the skeleton: reloaded without */
 		logf_(b, 4, "uprobe sessions misbehave (2 calls: %" PRIu64 " entries, %" PRIu64
 		      " returns, expected 2 and 1): using entry and return probes", e, r);
 		return -EPROTO;
 	}
+	self_keep(b, &l, 1);
 	return 0;
 }
 
@@ -1810,7 +1855,10 @@ out:
 		logf_(b, 6, "Probe cost calibration failed (%s): assuming %" PRIu64 " ns per entry "
 		      "and %" PRIu64 " ns per return probe hit", strerror(-err), b->entry_cost_ns,
 		      b->return_cost_ns);
-	self_bury(b, l, 2);
+	if (err)
+		self_bury(b, l, 2);
+	else
+		self_keep(b, l, 2);
 }
 
 uint64_t mp_gap_k(double rate)
