@@ -1769,7 +1769,7 @@ static int session_selftest(struct mp_bpf *b, const char *path, uint64_t off)
 	e = selftest_get(b, MP_SELFTEST_ENTRIES) - e0;
 	r = selftest_get(b, MP_SELFTEST_RETURNS) - r0;
 	if (e != 2 || r != 1) {
-		self_bury(b, &l, 1);	/* its programs go with the skeleton: reloaded without */
+		self_bury(b, &l, 1);	/* its programs go with the skeleton */
 		logf_(b, 4, "uprobe sessions misbehave (2 calls: %" PRIu64 " entries, %" PRIu64
 		      " returns, expected 2 and 1): using entry and return probes", e, r);
 		return -EPROTO;
