@@ -20,14 +20,14 @@
  *    A new thread is let go at its first stop.
  *  - signals: a signal-delivery-stop re-injects the signal; a group-stop (SIGSTOP, SIGTSTP,
  *    SIGTTIN, SIGTTOU) is held with PTRACE_LISTEN, so job control behaves as without us.
- *  - exits: each traced task stops at its exit (PTRACE_O_TRACEEXIT), memory still mapped: the
- *    engine reads a preload process' library counters one last time (mp_engine__exiting());
- *    then its exit is waited for here first (we are its tracer), which hands it back to its
- *    real parent; CMD's own status ends the loop.
+ *  - exits: each traced process stops at its leader's exit (PTRACE_O_TRACEEXIT, cleared for
+ *    threads), memory still mapped: the engine reads a preload process' library counters one
+ *    last time (mp_engine__exiting()); then its exit is waited for here first (we are its
+ *    tracer), which hands it back to its real parent; CMD's own status ends the loop.
  *
  * The loop blocks in poll() on a signalfd (SIGCHLD and the forwarded signals) and the engine's
  * fd; waitpid(WNOHANG) drains stops when SIGCHLD arrives. Stops happen only at fork, exec,
- * thread creation and exit, and signals, never per allocation.
+ * thread creation, process exit and signals, never per allocation.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -59,6 +59,7 @@ struct task {
 	pid_t tid;
 	enum task_state st;
 	pid_t creator;	/* TK_NEW_STOPPED: the process that made it (its event may never come) */
+	bool thread;	/* not a leader: no exit stop (thread_options()) */
 };
 
 struct rtrace {
@@ -96,13 +97,22 @@ static bool is_group_stop_sig(int sig)
 	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
 }
 
-int record_trace__seize(pid_t pid, bool follow_forks)
+/* The options of a traced process; a thread's lack the exit stop (a stop per thread exit would
+ * cost thread-heavy programs ~60 µs each, and only a process' exit has counters to read). */
+static long trace_options(bool follow_forks, bool exit_stop)
 {
-	long opts = PTRACE_O_TRACEEXEC | PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXIT;
+	long opts = PTRACE_O_TRACEEXEC | PTRACE_O_TRACECLONE;
 
 	if (follow_forks)
 		opts |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
-	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)opts))
+	if (exit_stop)
+		opts |= PTRACE_O_TRACEEXIT;
+	return opts;
+}
+
+int record_trace__seize(pid_t pid, bool follow_forks)
+{
+	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)trace_options(follow_forks, true)))
 		return -errno;
 	return 0;
 }
@@ -254,6 +264,7 @@ static struct task *task_add(struct rtrace *t, pid_t tid, enum task_state st)
 	k->tid = tid;
 	k->st = st;
 	k->creator = 0;
+	k->thread = false;
 	return k;
 }
 
@@ -363,11 +374,16 @@ static void on_new_task(struct rtrace *t, pid_t parent, pid_t child, unsigned in
 	if (k && k->st == TK_NEW_STOPPED) {
 		if (follow) {
 			k->st = TK_RUNNING;
+			if (thread)	/* stopped: its options can change */
+				ptrace(PTRACE_SETOPTIONS, child, NULL,
+				       (void *)trace_options(t->follow_forks, false));
 			task_resume(t, child, 0);
 		} else {
 			task_detach(t, child, 0);
 		}
-	} else if (!task_add(t, child, follow ? TK_AWAIT_STOP : TK_AWAIT_DETACH)) {
+	} else if ((k = task_add(t, child, follow ? TK_AWAIT_STOP : TK_AWAIT_DETACH))) {
+		k->thread = thread;
+	} else {
 		/* untracked from now on: it must not stay stopped; its stop is still to come */
 		t->stats->lost++;
 		ptrace(PTRACE_DETACH, child, NULL, NULL);
@@ -381,9 +397,12 @@ static void on_exec(struct rtrace *t, pid_t pid)
 	int r, st;
 
 	t->stats->execs++;
-	/* a non-leader thread exec'd: it took over the leader's pid, its own tid is gone */
-	if (!ptrace(PTRACE_GETEVENTMSG, pid, NULL, &former) && (pid_t)former != pid)
+	/* a non-leader thread exec'd: it took over the leader's pid, its own tid is gone, and
+	 * the leader it now is stops at its exit */
+	if (!ptrace(PTRACE_GETEVENTMSG, pid, NULL, &former) && (pid_t)former != pid) {
 		task_del(t, (pid_t)former);
+		ptrace(PTRACE_SETOPTIONS, pid, NULL, (void *)trace_options(t->follow_forks, true));
+	}
 	r = record_run_to_link_map(pid, &st);
 	if (r == -ESRCH) {
 		on_exit_status(t, pid, st);
@@ -428,6 +447,9 @@ static void on_stop(struct rtrace *t, pid_t tid, int st)
 		return;	/* stays stopped until its creator's event */
 	case TK_AWAIT_STOP:
 		k->st = TK_RUNNING;
+		if (k->thread)
+			ptrace(PTRACE_SETOPTIONS, tid, NULL,
+			       (void *)trace_options(t->follow_forks, false));
 		task_resume(t, tid, 0);
 		return;
 	case TK_AWAIT_DETACH:

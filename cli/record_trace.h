@@ -3,7 +3,7 @@
  * `memprofctl record` keeps CMD's process tree under ptrace (PTRACE_SEIZE with
  * PTRACE_O_TRACEFORK | TRACEVFORK | TRACECLONE | TRACEEXEC | TRACEEXIT) so that every forked child
  * and every exec'd image is stopped before it runs code of its own until its probes are
- * attached, and every task once more at its exit.
+ * attached, and every process once more at its exit.
  * See cli/record_trace.c.
  *
  * Owner: the record command (cli/cmd_record.c and cli/record_daemon.c are its users).
