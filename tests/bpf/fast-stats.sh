@@ -67,6 +67,8 @@ record fast-threads --preload --batch 1 -r 1e-3 --seed 7 -o "$T/threads.ctf" -- 
 ok "threads: exit status 0" [ "$rc" -eq 0 ]
 preload_mode "threads" "$T/threads.ctf"
 "$CHECK" sites "$T/threads.ctf" "$T/fast-threads.out"
+# threads stop at no exit of theirs; the process' leader does, after them
+drawn_all fast-threads
 
 # The stack starts in the caller: no frame of the library is left on top.
 record fast-deep --preload --batch 1 -r 1 -o "$T/deep.ctf" -- "$WL/wl_alloc" deep
