@@ -59,7 +59,7 @@ struct task {
 	pid_t tid;
 	enum task_state st;
 	pid_t creator;	/* TK_NEW_STOPPED: the process that made it (its event may never come) */
-	bool thread;	/* not a leader: no exit stop (thread_options()) */
+	bool thread;	/* not a leader: no exit stop (task_run()) */
 };
 
 struct rtrace {
@@ -116,6 +116,7 @@ int record_trace__seize(pid_t pid, bool follow_forks)
 		return -errno;
 	return 0;
 }
+
 
 int record_trace__wait_exec(pid_t pid, int *st)
 {
@@ -283,6 +284,14 @@ static void task_resume(struct rtrace *t, pid_t tid, int sig)
 	ptrace(PTRACE_CONT, tid, NULL, (void *)(long)sig);
 }
 
+/* Let a new task (@thread: of an existing process) run from its first stop. */
+static void task_run(struct rtrace *t, pid_t tid, bool thread)
+{
+	if (thread)	/* stopped: its options can change */
+		ptrace(PTRACE_SETOPTIONS, tid, NULL, (void *)trace_options(t->follow_forks, false));
+	task_resume(t, tid, 0);
+}
+
 static void task_detach(struct rtrace *t, pid_t tid, int sig)
 {
 	ptrace(PTRACE_DETACH, tid, NULL, (void *)(long)sig);
@@ -374,10 +383,7 @@ static void on_new_task(struct rtrace *t, pid_t parent, pid_t child, unsigned in
 	if (k && k->st == TK_NEW_STOPPED) {
 		if (follow) {
 			k->st = TK_RUNNING;
-			if (thread)	/* stopped: its options can change */
-				ptrace(PTRACE_SETOPTIONS, child, NULL,
-				       (void *)trace_options(t->follow_forks, false));
-			task_resume(t, child, 0);
+			task_run(t, child, thread);
 		} else {
 			task_detach(t, child, 0);
 		}
@@ -447,10 +453,7 @@ static void on_stop(struct rtrace *t, pid_t tid, int st)
 		return;	/* stays stopped until its creator's event */
 	case TK_AWAIT_STOP:
 		k->st = TK_RUNNING;
-		if (k->thread)
-			ptrace(PTRACE_SETOPTIONS, tid, NULL,
-			       (void *)trace_options(t->follow_forks, false));
-		task_resume(t, tid, 0);
+		task_run(t, tid, k->thread);
 		return;
 	case TK_AWAIT_DETACH:
 		task_detach(t, tid, 0);

@@ -419,17 +419,15 @@ static int read_int_file(const char *path, int *out)
 	return 0;
 }
 
-/* The uprobe PMU: its type and the config bit that makes a uretprobe. */
-static int uprobe_pmu_init(struct mp_bpf *b)
+/* The first config bit of the uprobe PMU's format field @field ("config:N" or "config:N-M"). */
+static int uprobe_format_bit(const char *field, int *bit)
 {
-	char buf[64];
+	char path[128], buf[64];
 	ssize_t n;
-	int fd, err;
+	int fd;
 
-	err = read_int_file("/sys/bus/event_source/devices/uprobe/type", &b->uprobe_type);
-	if (err)
-		return err;
-	fd = open("/sys/bus/event_source/devices/uprobe/format/retprobe", O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/sys/bus/event_source/devices/uprobe/format/%s", field);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	n = read(fd, buf, sizeof(buf) - 1);
@@ -437,22 +435,23 @@ static int uprobe_pmu_init(struct mp_bpf *b)
 	if (n <= 0)
 		return -EINVAL;
 	buf[n] = 0;
-	if (sscanf(buf, "config:%d", &b->retprobe_bit) != 1)
-		return -EINVAL;
-	/* USDT semaphores (Linux 4.20+): "config:32-63"; without it, no preload mode. */
-	b->ref_ctr_shift = -1;
-	fd = open("/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset",
-		  O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n > 0) {
-			buf[n] = 0;
-			if (sscanf(buf, "config:%d", &b->ref_ctr_shift) != 1)
-				b->ref_ctr_shift = -1;
-		}
-	}
-	return 0;
+	return sscanf(buf, "config:%d", bit) == 1 ? 0 : -EINVAL;
+}
+
+/*
+ * The uprobe PMU: its type, the config bit that makes a uretprobe, and where a USDT
+ * semaphore's offset goes (Linux 4.20+: "config:32-63"; without it, no preload mode).
+ */
+static int uprobe_pmu_init(struct mp_bpf *b)
+{
+	int err;
+
+	err = read_int_file("/sys/bus/event_source/devices/uprobe/type", &b->uprobe_type);
+	if (!err)
+		err = uprobe_format_bit("retprobe", &b->retprobe_bit);
+	if (!err && uprobe_format_bit("ref_ctr_offset", &b->ref_ctr_shift))
+		b->ref_ctr_shift = -1;
+	return err;
 }
 
 /* CLOCK_REALTIME - CLOCK_MONOTONIC, measured once (at the first mp_bpf__open). */
@@ -723,8 +722,8 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 }
 
 static int self_target(uintptr_t a, char *path, size_t len, uint64_t *off);
-static void (*volatile self_target_fn)(void);
-static void (*volatile selftest_target_fn)(void);
+void mp_bpf_self_target(void);
+void mp_bpf_selftest_target(void);
 static int session_selftest(struct mp_bpf *b, const char *path, uint64_t off);
 static void calibrate(struct mp_bpf *b, const char *path, uint64_t off);
 
@@ -840,9 +839,9 @@ struct mp_bpf *mp_bpf__open(mp_bpf_event_fn fn, void *ctx)
 		char self[PATH_MAX];
 		uint64_t self_off = 0;
 		uint64_t test_off = 0;
-		bool have_self = self_target((uintptr_t)self_target_fn, self, sizeof(self),
+		bool have_self = self_target((uintptr_t)mp_bpf_self_target, self, sizeof(self),
 					     &self_off) == 0 &&
-				 self_target((uintptr_t)selftest_target_fn, self, sizeof(self),
+				 self_target((uintptr_t)mp_bpf_selftest_target, self, sizeof(self),
 					     &test_off) == 0;
 
 		if (!getenv("MP_BPF_NO_UPROBE_MULTI") && !getenv("MP_BPF_NO_SESSION") && have_self) {
@@ -1628,34 +1627,25 @@ int mp_bpf__proc_hits_del(struct mp_bpf *b, pid_t pid)
 
 /* ---- probes on the loader's own process: session self-test, cost calibration ---- */
 
-/* A function whose first instruction (push %rbp) the kernel emulates, like glibc's malloc. */
-void mp_bpf_self_target(void);
-__asm__(".pushsection .text\n"
-	".globl mp_bpf_self_target\n"
-	".hidden mp_bpf_self_target\n"
-	".type mp_bpf_self_target, @function\n"
-	"mp_bpf_self_target:\n"
-	"\tpush %rbp\n"
-	"\tmov %rsp, %rbp\n"
-	"\tpop %rbp\n"
-	"\tret\n"
-	".size mp_bpf_self_target, .-mp_bpf_self_target\n"
-	".popsection\n");
-
-/* The same, for the session self-test: its link stays (see mp_bpf.self), and must not add its
- * hits to calibrate()'s. */
-void mp_bpf_selftest_target(void);
-__asm__(".pushsection .text\n"
-	".globl mp_bpf_selftest_target\n"
-	".hidden mp_bpf_selftest_target\n"
-	".type mp_bpf_selftest_target, @function\n"
-	"mp_bpf_selftest_target:\n"
-	"\tpush %rbp\n"
-	"\tmov %rsp, %rbp\n"
-	"\tpop %rbp\n"
-	"\tret\n"
-	".size mp_bpf_selftest_target, .-mp_bpf_selftest_target\n"
-	".popsection\n");
+/*
+ * Functions whose first instruction (push %rbp) the kernel emulates, like glibc's malloc: one
+ * for calibrate(), one for the session self-test (its link stays, see mp_bpf.self, and must
+ * not add its hits to the calibration's).
+ */
+#define MP_SELF_FN(name)							\
+	__asm__(".pushsection .text\n"						\
+		".globl " #name "\n"						\
+		".hidden " #name "\n"						\
+		".type " #name ", @function\n"					\
+		#name ":\n"							\
+		"\tpush %rbp\n"							\
+		"\tmov %rsp, %rbp\n"						\
+		"\tpop %rbp\n"							\
+		"\tret\n"							\
+		".size " #name ", .-" #name "\n"					\
+		".popsection\n")
+MP_SELF_FN(mp_bpf_self_target);
+MP_SELF_FN(mp_bpf_selftest_target);
 
 static void (*volatile self_target_fn)(void) = mp_bpf_self_target;
 static void (*volatile selftest_target_fn)(void) = mp_bpf_selftest_target;
@@ -1889,9 +1879,6 @@ uint64_t mp_ktime_to_epoch_us(uint64_t ktime_ns)
 #define PL_LIB_PREFIX	"libmemprof-preload"
 #define PL_CFG_SYM	"memprof_preload_config"
 
-/* Sites of one USDT probe in the library (sdt.h makes one per expansion; ours have one). */
-#define PL_MAX_SITES	4
-
 struct pl_found {
 	char path[PATH_MAX + 64];	/* /proc/PID/root/<file> */
 	uint64_t lo, hi;		/* span of the library's mappings */
@@ -1948,88 +1935,57 @@ static int pl_find(pid_t pid, struct pl_found *pf)
 	return 0;
 }
 
-/*
- * The library's USDT probe sites, memprof:<names[i]> into sites[i] (nsites[i] of them, 0 when the
- * library lacks that probe). The probes are attached as plain uprobes with their semaphores
- * (perf_uprobe_open()), not through libbpf's USDT support: its bookkeeping of spec ids is
- * shared by every USDT link of the object, and links are destroyed by concurrent threads
- * (links_destroy()) while others are attached; the programs read their arguments from fixed
- * registers and need no spec.
- */
-static int pl_usdt_sites(const struct pl_found *pf, const char *const names[4],
-			 struct mp_usdt_site sites[4][PL_MAX_SITES], int nsites[4])
+/* The run-time address of memprof_preload_config in the library @pf (@elf). */
+static int pl_cfg_addr(const struct pl_found *pf, Elf *elf, uint64_t *addr)
 {
-	int fd, r = 0;
-	Elf *elf;
-
-	fd = open(pf->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF)
-		r = -EINVAL;
-	for (int i = 0; i < 4 && !r; i++) {
-		int n = mp_elf_usdt_sites(elf, "memprof", names[i], sites[i], PL_MAX_SITES);
-
-		if (n < 0)
-			r = n;
-		else if (n > PL_MAX_SITES)
-			r = -E2BIG;
-		else
-			nsites[i] = n;
-	}
-	elf_end(elf);
-	close(fd);
-	return r;
-}
-
-/* The run-time address of memprof_preload_config in the library @pf. */
-static int pl_cfg_addr(const struct pl_found *pf, uint64_t *addr)
-{
-	uint64_t value = 0, vaddr0 = UINT64_MAX;
-	Elf_Scn *scn = NULL;
+	uint64_t vaddr0 = UINT64_MAX;
+	GElf_Sym sym;
 	size_t nph;
-	Elf *elf;
-	int fd, r = -ENOENT;
 
-	fd = open(pf->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &nph))
-		goto out;
+	if (elf_getphdrnum(elf, &nph))
+		return -ENOENT;
 	for (size_t i = 0; i < nph; i++) {
 		GElf_Phdr ph;
 
 		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_offset == 0)
 			vaddr0 = ph.p_vaddr & ~0xfffull;
 	}
-	while (!value && (scn = elf_nextscn(elf, scn))) {
-		Elf_Data *data;
-		GElf_Shdr sh;
+	if (vaddr0 == UINT64_MAX ||
+	    mp_elf_find_sym(elf, SHT_DYNSYM, STT_OBJECT, PL_CFG_SYM, &sym) || !sym.st_value)
+		return -ENOENT;
+	*addr = pf->base - vaddr0 + sym.st_value;
+	return 0;
+}
 
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize ||
-		    !(data = elf_getdata(scn, NULL)))
-			continue;
-		for (size_t i = 1; i < sh.sh_size / sh.sh_entsize; i++) {
-			const char *name;
-			GElf_Sym sym;
+/*
+ * What the loader needs from the library file @pf: its config block's run-time address and
+ * its USDT probe sites, memprof:<names[i]> into sites[i] (nsites[i] of them, 0 when the
+ * library lacks that probe). The probes are attached as plain uprobes with their semaphores
+ * (perf_uprobe_open()), not through libbpf's USDT support: its bookkeeping of spec ids is
+ * shared by every USDT link of the object, and links are destroyed by concurrent threads
+ * (links_destroy()) while others are attached; the programs read their arguments from fixed
+ * registers and need no spec.
+ */
+static int pl_read_lib(struct mp_bpf *b, const struct pl_found *pf, const char *const names[4],
+		       uint64_t *cfg_addr, struct mp_usdt_site sites[4][MP_USDT_MAX_SITES],
+		       int nsites[4])
+{
+	int fd, r;
+	Elf *elf;
 
-			if (!gelf_getsym(data, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
-			    GELF_ST_TYPE(sym.st_info) != STT_OBJECT)
-				continue;
-			name = elf_strptr(elf, sh.sh_link, sym.st_name);
-			if (name && !strcmp(name, PL_CFG_SYM)) {
-				value = sym.st_value;
-				break;
-			}
-		}
+	fd = open(pf->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		r = -EINVAL;
+		logf_(b, 3, "'%s' is not an ELF object", pf->path);
+	} else if ((r = pl_cfg_addr(pf, elf, cfg_addr)) != 0) {
+		logf_(b, 4, "'%s' has no usable " PL_CFG_SYM " symbol: %s", pf->path,
+		      strerror(-r));
+	} else if ((r = mp_elf_usdt_sites(elf, "memprof", names, 4, sites, nsites)) != 0) {
+		logf_(b, 3, "Failed to read the USDT notes of '%s': %s", pf->path, strerror(-r));
 	}
-	if (value && vaddr0 != UINT64_MAX) {
-		*addr = pf->base - vaddr0 + value;
-		r = 0;
-	}
-out:
 	elf_end(elf);
 	close(fd);
 	return r;
@@ -2164,7 +2120,7 @@ static int pl_attach(struct mp_bpf *b, struct target *t)
 					 b->skel->progs.mp_usdt_free,
 					 b->skel->progs.mp_usdt_free_batch,
 					 b->skel->progs.mp_usdt_flush };
-	struct mp_usdt_site sites[4][PL_MAX_SITES];
+	struct mp_usdt_site sites[4][MP_USDT_MAX_SITES];
 	int nsites[4];
 	struct mp_proc_cfg cfg;
 	struct pl_found pf;
@@ -2196,12 +2152,9 @@ static int pl_attach(struct mp_bpf *b, struct target *t)
 		pl_retire_links(b, t);	/* uprobe mode before exec */
 	t->pl_queue = 0;	/* a new image: its own queue */
 	t->pl_seq_valid = t->pl_pulled_valid = false;
-	err = pl_cfg_addr(&pf, &t->pl_cfg);
-	if (err) {
-		logf_(b, 4, "'%s' has no usable " PL_CFG_SYM " symbol: %s", pf.path,
-		      strerror(-err));
+	err = pl_read_lib(b, &pf, names, &t->pl_cfg, sites, nsites);
+	if (err)
 		return err;
-	}
 	bpf_map_delete_elem(pltargets_fd(b), &key);
 	err = pl_sync(b, t, &cfg, &pf);
 	if (err) {
@@ -2212,14 +2165,6 @@ static int pl_attach(struct mp_bpf *b, struct target *t)
 	if (t->preload && t->nlinks) {
 		t->pl_pending = 0;
 		return (int)t->nlinks;	/* exec'd into the same library: the probes stay */
-	}
-	err = pl_usdt_sites(&pf, names, sites, nsites);
-	if (err) {
-		logf_(b, 3, "Failed to read the USDT notes of '%s' (pid %d): %s", pf.path, t->pid,
-		      strerror(-err));
-		b->counters.attach_errors++;
-		bpf_map_delete_elem(pltargets_fd(b), &key);
-		return err;
 	}
 	for (int i = 0; i < 4 && !err; i++) {
 		if (!nsites[i] && i == 3)

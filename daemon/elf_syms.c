@@ -86,6 +86,30 @@ int mp_elf_vaddr_to_off(Elf *elf, uint64_t v, uint64_t *off, uint64_t *avail, ui
 	return -ENOENT;
 }
 
+int mp_elf_find_sym(Elf *elf, unsigned int sh_type, int st_type, const char *name,
+		    GElf_Sym *sym)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *data;
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != sh_type || !sh.sh_entsize ||
+		    !(data = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 1; i < sh.sh_size / sh.sh_entsize; i++) {
+			const char *n;
+
+			if (gelf_getsym(data, (int)i, sym) && sym->st_shndx != SHN_UNDEF &&
+			    (st_type < 0 || GELF_ST_TYPE(sym->st_info) == st_type) &&
+			    (n = elf_strptr(elf, sh.sh_link, sym->st_name)) && !strcmp(n, name))
+				return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 /* The address of section @name, or 0. */
 static uint64_t section_addr(Elf *elf, const char *name)
 {
@@ -108,14 +132,17 @@ static uint64_t section_addr(Elf *elf, const char *name)
 /*
  * One note of type 3, owner "stapsdt": three addresses of the ELF class's size (the probe's
  * pc, the link-time address of .stapsdt.base, the semaphore or 0), then the provider, the
- * name and the argument spec, NUL-terminated.
+ * name and the argument spec, NUL-terminated. Returns the index in @names of the probe it
+ * describes (its site in *@site), @nnames for another probe, or -EINVAL.
  */
 static int usdt_note(Elf *elf, const uint8_t *desc, size_t len, const char *provider,
-		     const char *name, uint64_t base_now, struct mp_usdt_site *site)
+		     const char *const *names, int nnames, uint64_t base_now,
+		     struct mp_usdt_site *site)
 {
 	size_t asz = gelf_getclass(elf) == ELFCLASS32 ? 4 : 8, plen;
 	uint64_t a[3] = { 0, 0, 0 }, avail;
 	const char *prov, *nm;
+	int idx;
 
 	if (len < 3 * asz + 3)
 		return -EINVAL;
@@ -136,8 +163,12 @@ static int usdt_note(Elf *elf, const uint8_t *desc, size_t len, const char *prov
 	nm = prov + plen + 1;
 	if (strnlen(nm, len - 3 * asz - plen - 1) == len - 3 * asz - plen - 1)
 		return -EINVAL;
-	if (strcmp(prov, provider) || strcmp(nm, name))
-		return 0;
+	if (strcmp(prov, provider))
+		return nnames;
+	for (idx = 0; idx < nnames && strcmp(nm, names[idx]); idx++)
+		;
+	if (idx == nnames)
+		return nnames;
 	/* Prelinked: everything moved by what .stapsdt.base moved. */
 	if (base_now && a[1]) {
 		a[0] += base_now - a[1];
@@ -149,16 +180,17 @@ static int usdt_note(Elf *elf, const uint8_t *desc, size_t len, const char *prov
 	site->sema_off = 0;
 	if (a[2] && mp_elf_vaddr_to_off(elf, a[2], &site->sema_off, &avail, NULL))
 		return -EINVAL;
-	return 1;
+	return idx;
 }
 
-int mp_elf_usdt_sites(Elf *elf, const char *provider, const char *name,
-		      struct mp_usdt_site *sites, int max)
+int mp_elf_usdt_sites(Elf *elf, const char *provider, const char *const *names, int nnames,
+		      struct mp_usdt_site (*sites)[MP_USDT_MAX_SITES], int *nsites)
 {
 	uint64_t base_now = section_addr(elf, ".stapsdt.base");
 	Elf_Scn *scn = NULL;
-	int n = 0;
 
+	for (int i = 0; i < nnames; i++)
+		nsites[i] = 0;
 	while ((scn = elf_nextscn(elf, scn))) {
 		Elf_Data *data;
 		GElf_Shdr sh;
@@ -177,15 +209,17 @@ int mp_elf_usdt_sites(Elf *elf, const char *provider, const char *name,
 			    memcmp(owner, "stapsdt", sizeof("stapsdt")))
 				continue;
 			r = usdt_note(elf, (const uint8_t *)data->d_buf + desc_off, nh.n_descsz,
-				      provider, name, base_now, &site);
+				      provider, names, nnames, base_now, &site);
 			if (r < 0)
 				return r;
-			if (r && n < max)
-				sites[n] = site;
-			n += r;
+			if (r == nnames)
+				continue;
+			if (nsites[r] == MP_USDT_MAX_SITES)
+				return -E2BIG;
+			sites[r][nsites[r]++] = site;
 		}
 	}
-	return n;
+	return 0;
 }
 
 int mp_elf_place(int fd, struct mp_placement_req *req, uint64_t size, uint64_t avail,

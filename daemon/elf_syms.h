@@ -34,6 +34,11 @@ typedef int (*mp_sym_index_fn)(const char *name, void *ctx);
  */
 void mp_elf_find_funcs(Elf *elf, mp_sym_index_fn index, void *ctx, struct mp_sym_found *found);
 
+/* The defined symbol @name in @elf's symbol table of section type @sh_type (SHT_DYNSYM or
+ * SHT_SYMTAB) and of symbol type @st_type (STT_OBJECT, ...; -1: any): 0 and *@sym, or -ENOENT. */
+int mp_elf_find_sym(Elf *elf, unsigned int sh_type, int st_type, const char *name,
+		    GElf_Sym *sym);
+
 /* Virtual address -> file offset through the PT_LOAD segments; *@avail gets the file bytes
  * from there to the segment's end, *@before (if not NULL) the bytes from the segment's start.
  * Returns 0, -EINVAL or -ENOENT. */
@@ -45,14 +50,18 @@ struct mp_usdt_site {
 	uint64_t sema_off;	/* file offset of its semaphore, 0 if it has none */
 };
 
+/* Sites kept per probe (sdt.h makes one per expansion of a probe macro). */
+#define MP_USDT_MAX_SITES	4
+
 /*
- * The sites of USDT probe @provider:@name in @elf, up to @max of them into @sites (addresses
- * adjusted for prelinking through .stapsdt.base, as sdt.h defines). Returns how many the
- * notes name (it may exceed @max), or -EINVAL for a malformed note or a site outside the
- * file's loaded segments.
+ * The sites of USDT probes @provider:@names[i] in @elf, in one pass over its notes: nsites[i]
+ * of them into sites[i] (addresses adjusted for prelinking through .stapsdt.base, as sdt.h
+ * defines; 0 sites: no such probe). Returns 0, -E2BIG when a probe has more than
+ * MP_USDT_MAX_SITES, or -EINVAL for a malformed note or a site outside the file's loaded
+ * segments.
  */
-int mp_elf_usdt_sites(Elf *elf, const char *provider, const char *name,
-		      struct mp_usdt_site *sites, int max);
+int mp_elf_usdt_sites(Elf *elf, const char *provider, const char *const *names, int nnames,
+		      struct mp_usdt_site (*sites)[MP_USDT_MAX_SITES], int *nsites);
 
 /*
  * Read the code of the function at file offset req->addr of @fd (@size bytes, or 64 if the

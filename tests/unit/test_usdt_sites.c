@@ -19,45 +19,32 @@ static int fd = -1;
 /* The file offset of .symtab symbol @name, or 0. */
 static uint64_t sym_off(const char *name)
 {
-	Elf_Scn *scn = NULL;
 	uint64_t off, avail;
+	GElf_Sym s;
 
-	while ((scn = elf_nextscn(elf, scn))) {
-		Elf_Data *data;
-		GElf_Shdr sh;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize ||
-		    !(data = elf_getdata(scn, NULL)))
-			continue;
-		for (size_t i = 1; i < sh.sh_size / sh.sh_entsize; i++) {
-			const char *n;
-			GElf_Sym s;
-
-			if (gelf_getsym(data, (int)i, &s) && s.st_shndx != SHN_UNDEF &&
-			    (n = elf_strptr(elf, sh.sh_link, s.st_name)) && !strcmp(n, name))
-				return mp_elf_vaddr_to_off(elf, s.st_value, &off, &avail, NULL) ?
-					       0 : off;
-		}
-	}
-	return 0;
+	if (mp_elf_find_sym(elf, SHT_SYMTAB, -1, name, &s) ||
+	    mp_elf_vaddr_to_off(elf, s.st_value, &off, &avail, NULL))
+		return 0;
+	return off;
 }
 
 static void check_probe(const char *name)
 {
 	static const uint8_t nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
-	struct mp_usdt_site s[4];
+	struct mp_usdt_site s[1][MP_USDT_MAX_SITES];
 	char sema[64];
 	uint8_t code[5];
-	int n = mp_elf_usdt_sites(elf, "memprof", name, s, 4);
+	int n;
 
-	if (!ASSERT_EQ(n, 1, name))
+	if (!ASSERT_OK(mp_elf_usdt_sites(elf, "memprof", &name, 1, s, &n), "read the notes") ||
+	    !ASSERT_EQ(n, 1, name))
 		return;
-	ASSERT_TRUE(pread(fd, code, sizeof(code), (off_t)s[0].ip_off) == sizeof(code) &&
+	ASSERT_TRUE(pread(fd, code, sizeof(code), (off_t)s[0][0].ip_off) == sizeof(code) &&
 			    !memcmp(code, nop5, sizeof(nop5)),
 		    "the site is a 5-byte nop in the file");
 	snprintf(sema, sizeof(sema), "memprof_%s_semaphore", name);
-	ASSERT_TRUE(s[0].sema_off != 0, "has a semaphore");
-	ASSERT_EQ(s[0].sema_off, sym_off(sema), sema);
+	ASSERT_TRUE(s[0][0].sema_off != 0, "has a semaphore");
+	ASSERT_EQ(s[0][0].sema_off, sym_off(sema), sema);
 }
 
 static void test_alloc(void)
@@ -80,13 +67,20 @@ static void test_flush(void)
 	check_probe("flush");
 }
 
-static void test_absent(void)
+/* One pass, several probes; probes the notes do not name have no site. */
+static void test_several_and_absent(void)
 {
-	struct mp_usdt_site s[1];
+	static const char *const names[] = { "nosuch", "free", "alloc" };
+	struct mp_usdt_site s[3][MP_USDT_MAX_SITES];
+	int n[3];
 
-	ASSERT_EQ(mp_elf_usdt_sites(elf, "memprof", "nosuch", s, 1), 0, "unknown probe");
-	ASSERT_EQ(mp_elf_usdt_sites(elf, "other", "alloc", s, 1), 0, "other provider");
-	ASSERT_EQ(mp_elf_usdt_sites(elf, "memprof", "alloc", s, 0), 1, "counted past max");
+	ASSERT_OK(mp_elf_usdt_sites(elf, "memprof", names, 3, s, n), "read the notes");
+	ASSERT_EQ(n[0], 0, "unknown probe");
+	ASSERT_EQ(n[1], 1, "free");
+	ASSERT_EQ(n[2], 1, "alloc");
+	ASSERT_TRUE(s[1][0].ip_off != s[2][0].ip_off, "free and alloc at different sites");
+	ASSERT_OK(mp_elf_usdt_sites(elf, "other", names + 2, 1, s, n), "other provider");
+	ASSERT_EQ(n[0], 0, "another provider's alloc");
 }
 
 int main(void)
@@ -106,7 +100,7 @@ int main(void)
 	RUN(test_free);
 	RUN(test_free_batch);
 	RUN(test_flush);
-	RUN(test_absent);
+	RUN(test_several_and_absent);
 	elf_end(elf);
 	close(fd);
 	return test_exit();
