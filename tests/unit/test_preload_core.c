@@ -123,30 +123,74 @@ static void test_table_basic(void)
 	ASSERT_TRUE(!pl_table_remove(&table, 0, &id), "NULL is never sampled");
 }
 
-static void test_table_full_bucket(void)
+/* Insert @n addresses addr(i), count the results, then remove them all again. */
+static void table_fill(uintptr_t (*addr)(int), int n, int *inserted, int *full)
 {
-	/* Many addresses: until both candidate buckets of some address fill, inserts succeed. */
-	uintptr_t base = 0x100000000000;
-	int inserted = 0, full = 0;
 	uint64_t id;
-	const int N = PL_BUCKET_SLOTS << PL_TABLE_BUCKET_BITS;	/* load 1.0: some must overflow */
 
-	for (int i = 0; i < N; i++) {
-		enum pl_insert_result res = pl_table_insert(&table, base + (uintptr_t)i * 16,
-							    (uint64_t)i);
+	*inserted = *full = 0;
+	for (int i = 0; i < n; i++) {
+		enum pl_insert_result res = pl_table_insert(&table, addr(i), (uint64_t)i + 1);
 
-		inserted += res == PL_INSERTED;
-		full += res == PL_FULL;
+		*inserted += res == PL_INSERTED;
+		*full += res == PL_FULL;
 	}
-	ASSERT_TRUE(inserted > N / 2, "at least half the slots usable");
-	ASSERT_TRUE(full > 0, "overflow reported as PL_FULL");
-	for (int i = 0; i < N; i++)
-		pl_table_remove(&table, base + (uintptr_t)i * 16, &id);
-	for (int i = 0; i < N; i += 4099)
-		ASSERT_TRUE(!pl_table_contains(&table, base + (uintptr_t)i * 16), "emptied");
+	for (int i = 0; i < n; i++) {
+		bool in = pl_table_contains(&table, addr(i));
+
+		ASSERT_TRUE(pl_table_remove(&table, addr(i), &id) == in, "removed if present");
+		if (in)
+			ASSERT_EQ(id, (uint64_t)i + 1, "each address' own id");
+	}
+	for (int i = 0; i < n; i += 4099)
+		ASSERT_TRUE(!pl_table_contains(&table, addr(i)), "emptied");
+}
+
+#define T_SLOTS	(PL_BUCKET_SLOTS << PL_TABLE_BUCKET_BITS)
+
+/* A heap of 32-byte chunks, every one sampled: 64-byte granules hold 2, over 1.5 windows. */
+static uintptr_t heap_addr(int i)
+{
+	return 0x7f0000000010 + (uintptr_t)i * 32;
+}
+
+/* Blocks scattered at random over 64 GiB. */
+static uintptr_t scattered_addr(int i)
+{
+	uint64_t x = (uint64_t)i;
+
+	return 0x100000000000 + (pl_splitmix64(&x) & 0xffffffff0);
+}
+
+/* 16-byte blocks, 4 per granule, 6 windows: the first bucket overflows everywhere. */
+static uintptr_t dense_addr(int i)
+{
+	return 0x200000000000 + (uintptr_t)i * 16;
+}
+
+static void test_table_load(void)
+{
+	const int three_quarters = T_SLOTS / 4 * 3;
+	int inserted, full;
+
+	/* Laid out as heaps are, a load of 3/4 fits; at random, 1/2 does, 3/4 nearly. */
+	table_fill(heap_addr, three_quarters, &inserted, &full);
+	ASSERT_EQ(full, 0, "heap layout at load 3/4: no overflow");
+	ASSERT_EQ(inserted, three_quarters, "heap layout: all inserted");
+	table_fill(dense_addr, three_quarters, &inserted, &full);
+	ASSERT_EQ(full, 0, "dense at load 3/4: no overflow");
+	table_fill(scattered_addr, T_SLOTS / 2, &inserted, &full);
+	ASSERT_EQ(full, 0, "scattered at load 1/2: no overflow");
+	table_fill(scattered_addr, three_quarters, &inserted, &full);
+	ASSERT_TRUE(full <= three_quarters / 1000, "scattered at load 3/4: under 0.1% overflow");
+	/* More addresses than slots: what does not fit is reported, the rest fills the table. */
+	table_fill(scattered_addr, T_SLOTS + T_SLOTS / 4, &inserted, &full);
+	ASSERT_TRUE(full >= T_SLOTS / 4, "overflow reported as PL_FULL");
+	ASSERT_TRUE(inserted > T_SLOTS / 10 * 9, "at least 90% of the slots usable");
 	/* Saturated filter counters stay set (sticky), everything else is back to 0. */
-	ASSERT_EQ(pl_table_insert(&table, base, 7), PL_INSERTED, "reusable after removal");
-	ASSERT_TRUE(pl_table_remove(&table, base, &id) && id == 7, "removed again");
+	ASSERT_EQ(pl_table_insert(&table, dense_addr(0), 7), PL_INSERTED, "reusable after removal");
+	ASSERT_EQ(pl_table_insert(&table, dense_addr(0), 8), PL_ALREADY, "found after removal");
+	ASSERT_TRUE(pl_table_remove(&table, dense_addr(0), &(uint64_t){ 0 }), "removed again");
 }
 
 /* Threads insert addresses and hand them to the next thread, which removes them. */
@@ -215,7 +259,7 @@ int main(void)
 	RUN(test_binomial_small_blocks);
 	RUN(test_binomial_large_blocks);
 	RUN(test_table_basic);
-	RUN(test_table_full_bucket);
+	RUN(test_table_load);
 	RUN(test_table_threads);
 	return test_exit();
 }

@@ -58,17 +58,20 @@ PL_HIDDEN uint64_t pl_draw_samples(struct pl_rng *r, double log1m, int64_t remai
  *    the address space (pl_filter_index()). A free whose counter is 0 was certainly not
  *    sampled (the only check on the hot free path: one byte load). 255 is sticky (never
  *    decremented) so counts never underflow.
- *  - table: 64 Ki buckets of 4 slots (one cache line each); an address may live in either of
- *    two buckets. Slots hold the address (or 0) and the block's id; insert is a CAS 0 -> addr
+ *  - table: 64 Ki buckets of 4 slots (one cache line each); an address may live in one of
+ *    six: first the bucket of its filter counter's index, so that blocks close in memory use
+ *    close buckets, then five picked by double hashing for what that one cannot hold. Slots
+ *    hold the address (or 0) and the block's id; insert is a CAS 0 -> addr
  *    then a store of the id, remove a read of the id then a CAS addr -> 0, so there are no
  *    tombstones and no locks: safe in signal handlers and across threads. An address is
  *    inserted by the thread that allocated it, before the allocator returns it, so any thread
  *    that can free it sees the insert and its id.
  * The filter lives in .bss: while nothing was ever sampled every filter read hits the shared
  * zero page. The table (4 MiB) is mapped at the first insert, with transparent huge pages
- * where the system allows them: its buckets are hit at random, and in 4 KiB pages the first
- * touches would cost two page faults each (a read, then the write) for thousands of pages,
- * more than the rest of the sampled path. If it cannot be mapped, inserts report PL_FULL.
+ * where the system allows them: a heap spreads its buckets over the whole table, and in 4 KiB
+ * pages the first touches would cost two page faults each (a read, then the write) for
+ * thousands of pages, more than the rest of the sampled path. If it cannot be mapped, inserts
+ * report PL_FULL.
  */
 #define PL_FILTER_BITS		16
 #define PL_TABLE_BUCKET_BITS	16
@@ -128,6 +131,18 @@ static inline bool pl_filter_hit(const struct pl_table *t, const void *p)
 static inline bool pl_table_maybe(const struct pl_table *t, const void *p)
 {
 	return pl_table_used(t) && pl_filter_hit(t, p);
+}
+
+/*
+ * Start loading @addr's first bucket: the caller has work to do before it inserts @addr, and
+ * the bucket is usually not in the cache.
+ */
+static inline void pl_table_prefetch(const struct pl_table *t, uintptr_t addr)
+{
+	const pl_bucket *slot = __atomic_load_n(&t->slot, __ATOMIC_RELAXED);
+
+	if (slot)
+		__builtin_prefetch(&slot[pl_filter_index(addr)], 1);
 }
 
 /* Track @addr with its block id @id. */
