@@ -53,11 +53,12 @@ uint64_t pl_draw_samples(struct pl_rng *r, double log1m, int64_t remaining, int6
  * An address' candidate buckets, tried in order. The first is its filter counter's own index:
  * blocks close in memory share lines of buckets as they share lines of counters, so the
  * buckets a program's sampled blocks use follow its heap's working set (at one sample in a
- * few hundred allocations, buckets picked by hash cost an insert one or two cache misses,
- * ~60 ns, a quarter of the sampled path). What that bucket cannot hold (more than 4 sampled
- * blocks in a 64-byte granule, or 4 MiB windows that fold onto it) goes to buckets picked by
- * double hashing: several, because a dense heap fills whole ranges of first buckets, and a
- * hashed candidate falls into such a range more often than a random bucket is full.
+ * few hundred allocations, buckets picked by hash cost an insert one or two cache misses:
+ * ~160 ns a sample in bench-fast's loop at a 512 KiB interval, bench/RESULTS.md). What that
+ * bucket cannot hold (more than 4 sampled blocks in a 64-byte granule, or 4 MiB windows that
+ * fold onto it) goes to buckets picked by double hashing: several, because a dense heap fills
+ * whole ranges of first buckets, and a hashed candidate falls into such a range more often than
+ * a random bucket is full.
  */
 #define PL_CANDIDATES	6
 
