@@ -147,7 +147,7 @@ static int attach_session(struct loader *l, const char *path, const uint64_t *at
 		return -E2BIG;
 	}
 	fd = mp_uprobe_multi_link(bpf_program__fd(l->skel->progs.floor_session),
-				  MP_BPF_TRACE_UPROBE_SESSION, l->pid, path, at, NULL,
+				  MP_BPF_TRACE_UPROBE_SESSION, l->pid, path, at, NULL, NULL,
 				  (uint32_t)n, false);
 	if (fd < 0) {
 		fprintf(stderr, "floor: failed to attach a uprobe session link to %zu functions in "

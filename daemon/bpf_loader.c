@@ -788,10 +788,17 @@ static struct memprof_bpf *skel_load(const struct pidns *ns, bool multi, bool se
 		bpf_program__set_expected_attach_type(skel->progs.mp_session,
 						      MP_BPF_TRACE_UPROBE_SESSION);
 	if (multi) {
+		struct bpf_program *usdt[] = { skel->progs.mp_usdt_alloc, skel->progs.mp_usdt_free,
+					       skel->progs.mp_usdt_free_batch,
+					       skel->progs.mp_usdt_flush };
+
 		bpf_program__set_expected_attach_type(skel->progs.mp_entry,
 						      MP_BPF_TRACE_UPROBE_MULTI);
 		bpf_program__set_expected_attach_type(skel->progs.mp_ret,
 						      MP_BPF_TRACE_UPROBE_MULTI);
+		/* pl_attach_probe(): one link per probe, with the semaphores */
+		for (size_t i = 0; i < sizeof(usdt) / sizeof(usdt[0]); i++)
+			bpf_program__set_expected_attach_type(usdt[i], MP_BPF_TRACE_UPROBE_MULTI);
 	}
 	if (memprof_bpf__load(skel) || (ns->nested && (errno = -pidns_probe(skel)))) {
 		int err = errno;
@@ -1232,7 +1239,7 @@ static int attach_multi(pid_t pid, const char *path, struct bpf_program *prog, b
 	/* MP_BPF_TRACE_UPROBE_MULTI, or MP_BPF_TRACE_UPROBE_SESSION for mp_session */
 	int fd = mp_uprobe_multi_link(bpf_program__fd(prog),
 				      (unsigned int)bpf_program__expected_attach_type(prog), pid, path,
-				      offs, cookies, cnt, retprobe);
+				      offs, cookies, NULL, cnt, retprobe);
 
 	if (fd < 0)
 		return fd;
@@ -1961,7 +1968,7 @@ static int pl_cfg_addr(const struct pl_found *pf, Elf *elf, uint64_t *addr)
  * What the loader needs from the library file @pf: its config block's run-time address and
  * its USDT probe sites, memprof:<names[i]> into sites[i] (nsites[i] of them, 0 when the
  * library lacks that probe). The probes are attached as plain uprobes with their semaphores
- * (perf_uprobe_open()), not through libbpf's USDT support: its bookkeeping of spec ids is
+ * (pl_attach_probe()), not through libbpf's USDT support: its bookkeeping of spec ids is
  * shared by every USDT link of the object, and links are destroyed by concurrent threads
  * (links_destroy()) while others are attached; the programs read their arguments from fixed
  * registers and need no spec.
@@ -2108,6 +2115,42 @@ static void pl_retire_links(struct mp_bpf *b, struct target *t)
 }
 
 /*
+ * Attach @prog to the @n sites of one of the library's USDT probes in @path, for process @pid:
+ * one uprobe_multi link with every site's semaphore when the kernel has them, else a
+ * perf-event uprobe per site. Not perf events when it can: opening one waits on the kernel's
+ * event_mutex, which closing one holds through a grace period, so a `memprofctl record
+ * --preload` started right after another waited up to ~1 s for the first one's links to go.
+ */
+static int pl_attach_probe(struct mp_bpf *b, struct target *t, const char *path,
+			   struct bpf_program *prog, const struct mp_usdt_site *sites, int n)
+{
+	uint64_t offs[MP_USDT_MAX_SITES], refs[MP_USDT_MAX_SITES];
+	struct plink l = { .fd = -1 };
+	int err = 0;
+
+	if (!b->multi) {
+		for (int k = 0; k < n && !err; k++) {
+			err = attach_perf(b, t->pid, path, sites[k].ip_off, prog, false, 0,
+					  sites[k].sema_off, &l);
+			if (!err && (err = target_add_link(t, &l)) != 0)
+				plink_destroy(&l);
+		}
+		return err;
+	}
+	for (int k = 0; k < n; k++) {
+		offs[k] = sites[k].ip_off;
+		refs[k] = sites[k].sema_off;
+	}
+	l.fd = mp_uprobe_multi_link(bpf_program__fd(prog), MP_BPF_TRACE_UPROBE_MULTI, t->pid,
+				    path, offs, NULL, refs, (uint32_t)n, false);
+	if (l.fd < 0)
+		return l.fd;
+	if ((err = target_add_link(t, &l)) != 0)
+		plink_destroy(&l);
+	return err;
+}
+
+/*
  * Decide whether @t is profiled through the library (first attach, or after exec) and set it
  * up. Returns the number of probes attached (> 0: preload mode; also when already set up
  * after an exec into the same library), 0 when @t is in uprobe mode, or -errno.
@@ -2174,19 +2217,11 @@ static int pl_attach(struct mp_bpf *b, struct target *t)
 			logf_(b, 3, "'%s' (pid %d) has no USDT probe memprof:%s", pf.path, t->pid,
 			      names[i]);
 		}
-		for (int k = 0; k < nsites[i] && !err; k++) {
-			const struct mp_usdt_site *s = &sites[i][k];
-			struct plink l = { .fd = -1 };
-
-			err = attach_perf(b, t->pid, pf.path, s->ip_off, progs[i], false, 0,
-					  s->sema_off, &l);
-			if (err)
-				logf_(b, 3, "Failed to attach USDT probe memprof:%s in '%s'+%#"
-				      PRIx64 " (pid %d): %s", names[i], pf.path, s->ip_off, t->pid,
-				      strerror(-err));
-			else if ((err = target_add_link(t, &l)) != 0)
-				plink_destroy(&l);
-		}
+		if (!err && (err = pl_attach_probe(b, t, pf.path, progs[i], sites[i],
+						   nsites[i])) != 0)
+			logf_(b, 3, "Failed to attach USDT probe memprof:%s in '%s'+%#" PRIx64
+			      " (pid %d): %s", names[i], pf.path, sites[i][0].ip_off, t->pid,
+			      strerror(-err));
 	}
 	if (err) {
 		b->counters.attach_errors++;

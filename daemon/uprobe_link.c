@@ -16,13 +16,14 @@ struct uprobe_multi_attr {
 };
 
 int mp_uprobe_multi_link(int prog_fd, unsigned int attach_type, pid_t pid, const char *path,
-			 const uint64_t *offs, const uint64_t *cookies, uint32_t cnt,
-			 bool retprobe)
+			 const uint64_t *offs, const uint64_t *cookies,
+			 const uint64_t *ref_ctr_offs, uint32_t cnt, bool retprobe)
 {
 	union bpf_attr attr;
 	struct uprobe_multi_attr um = {
 		.path = (uint64_t)(uintptr_t)path,
 		.offsets = (uint64_t)(uintptr_t)offs,
+		.ref_ctr_offsets = (uint64_t)(uintptr_t)ref_ctr_offs,
 		.cookies = (uint64_t)(uintptr_t)cookies,
 		.cnt = cnt,
 		.flags = retprobe ? MP_BPF_F_UPROBE_MULTI_RETURN : 0,

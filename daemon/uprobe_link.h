@@ -19,11 +19,13 @@
 /*
  * Attach program @prog_fd (loaded with expected attach type @attach_type, one of the two above)
  * to @cnt offsets of file @path, filtered to process @pid (0: every process), with one BPF
- * cookie per offset (@cookies may be NULL). @retprobe: return probes (uprobe_multi only).
- * Returns the link's fd (O_CLOEXEC, as every bpf() fd) or -errno.
+ * cookie per offset (@cookies may be NULL) and one USDT semaphore's file offset per offset,
+ * which the kernel raises while the link exists (@ref_ctr_offs may be NULL: none). @retprobe:
+ * return probes (uprobe_multi only). Returns the link's fd (O_CLOEXEC, as every bpf() fd) or
+ * -errno.
  */
 int mp_uprobe_multi_link(int prog_fd, unsigned int attach_type, pid_t pid, const char *path,
-			 const uint64_t *offs, const uint64_t *cookies, uint32_t cnt,
-			 bool retprobe);
+			 const uint64_t *offs, const uint64_t *cookies,
+			 const uint64_t *ref_ctr_offs, uint32_t cnt, bool retprobe);
 
 #endif
