@@ -373,7 +373,10 @@ static int prewarm_collect(void *ctx, const struct mp_mapping_info *m)
  * AUTO unwinding judge whether they keep frame pointers: the first lookup in an object reads
  * and decompresses its debug information, tens of milliseconds for libc's, and a judgement
  * costs a few. Paid here, before `memprofctl record` lets the command run, rather than while
- * the first sampled events (and their stack copies) pile up in the ring buffer.
+ * the first sampled events (and their stack copies) pile up in the ring buffer. Preload-mode
+ * processes too, though their samples come walked: skipped for them, record --preload reached
+ * main() ~60 ms sooner, but at rate 0.01 a C++ program's first samples then overflowed the
+ * ring while libstdc++'s debug information was read (tests/bpf/preload-batch.sh).
  */
 static void prewarm(struct mp_profile *p, pid_t pid)
 {
