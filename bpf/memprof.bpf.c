@@ -1185,7 +1185,7 @@ int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
  * bpf_get_stack() (a fault-tolerant copy per frame, ~700 ns) and the frame-skip loop.
  */
 /* Attached by the loader as plain uprobes at the notes' sites, with their semaphores
- * (daemon/bpf_loader.c, pl_read_lib()): no libbpf USDT spec is involved. */
+ * (daemon/bpf_loader.c, pl_attach_probe()): no libbpf USDT spec is involved. */
 
 #define MP_PL_MAX_SKIP		16	/* library frames dropped from the top of a stack */
 #define MP_PL_HEAD_SIZE		offsetof(struct mp_alloc_event, stack)

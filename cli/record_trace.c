@@ -117,7 +117,6 @@ int record_trace__seize(pid_t pid, bool follow_forks)
 	return 0;
 }
 
-
 int record_trace__wait_exec(pid_t pid, int *st)
 {
 	for (;;) {

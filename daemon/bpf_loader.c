@@ -1232,14 +1232,15 @@ static int attach_perf(struct mp_bpf *b, pid_t pid, const char *path, uint64_t o
 	return 0;
 }
 
+/* @refs: the USDT semaphore of each offset (file offsets), or NULL: none. */
 static int attach_multi(pid_t pid, const char *path, struct bpf_program *prog, bool retprobe,
-			const uint64_t *offs, const uint64_t *cookies, uint32_t cnt,
-			struct plink *out)
+			const uint64_t *offs, const uint64_t *cookies, const uint64_t *refs,
+			uint32_t cnt, struct plink *out)
 {
 	/* MP_BPF_TRACE_UPROBE_MULTI, or MP_BPF_TRACE_UPROBE_SESSION for mp_session */
 	int fd = mp_uprobe_multi_link(bpf_program__fd(prog),
 				      (unsigned int)bpf_program__expected_attach_type(prog), pid, path,
-				      offs, cookies, NULL, cnt, retprobe);
+				      offs, cookies, refs, cnt, retprobe);
 
 	if (fd < 0)
 		return fd;
@@ -1280,13 +1281,13 @@ static int attach_sym(struct mp_bpf *b, struct target *t, const struct resolved 
 
 	if (b->session) {
 		err = attach_multi(t->pid, path, b->skel->progs.mp_session, false, &r->offset,
-				   &cookie, 1, &le);
+				   &cookie, NULL, 1, &le);
 	} else if (b->multi) {
 		err = attach_multi(t->pid, path, b->skel->progs.mp_entry, false, &r->offset,
-				   &cookie, 1, &le);
+				   &cookie, NULL, 1, &le);
 		if (!err && pd->ret)
 			err = attach_multi(t->pid, path, b->skel->progs.mp_ret, true, &r->offset,
-					   &cookie, 1, &lr);
+					   &cookie, NULL, 1, &lr);
 	} else {
 		err = attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_entry, false, cookie,
 				  0, &le);
@@ -1331,12 +1332,12 @@ static int attach_obj(struct mp_bpf *b, struct target *t, const struct obj *o, c
 	if (b->multi && n) {
 		struct plink le = { .fd = -1 }, lr = { .fd = -1 };
 		int err = attach_multi(t->pid, path, b->session ? b->skel->progs.mp_session :
-				       b->skel->progs.mp_entry, false, offs, cookies, n, &le);
+				       b->skel->progs.mp_entry, false, offs, cookies, NULL, n, &le);
 
 		/* a session link has both halves */
 		if (!err && nr && !b->session)
 			err = attach_multi(t->pid, path, b->skel->progs.mp_ret, true, roffs, rcookies,
-					   nr, &lr);
+					   NULL, nr, &lr);
 		if (!err && (err = target_add_link(t, &le)) == 0 && nr && !b->session &&
 		    (err = target_add_link(t, &lr)) != 0)
 			t->nlinks--;
@@ -1687,7 +1688,7 @@ static int self_attach(struct mp_bpf *b, const char *path, uint64_t off,
 		       struct bpf_program *prog, bool retprobe, uint64_t cookie, struct plink *out)
 {
 	if (b->multi)
-		return attach_multi(getpid(), path, prog, retprobe, &off, &cookie, 1, out);
+		return attach_multi(getpid(), path, prog, retprobe, &off, &cookie, NULL, 1, out);
 	return attach_perf(b, getpid(), path, off, prog, retprobe, cookie, 0, out);
 }
 
@@ -1751,7 +1752,8 @@ static int session_selftest(struct mp_bpf *b, const char *path, uint64_t off)
 
 	e0 = selftest_get(b, MP_SELFTEST_ENTRIES);
 	r0 = selftest_get(b, MP_SELFTEST_RETURNS);
-	err = attach_multi(getpid(), path, b->skel->progs.mp_session, false, &off, &cookie, 1, &l);
+	err = attach_multi(getpid(), path, b->skel->progs.mp_session, false, &off, &cookie, NULL, 1,
+			   &l);
 	if (err) {
 		logf_(b, 6, "uprobe sessions unavailable (link on '%s'+%#" PRIx64 ": %s): using "
 		      "entry and return probes", path, off, strerror(-err));
@@ -2125,28 +2127,21 @@ static int pl_attach_probe(struct mp_bpf *b, struct target *t, const char *path,
 			   struct bpf_program *prog, const struct mp_usdt_site *sites, int n)
 {
 	uint64_t offs[MP_USDT_MAX_SITES], refs[MP_USDT_MAX_SITES];
-	struct plink l = { .fd = -1 };
 	int err = 0;
 
-	if (!b->multi) {
-		for (int k = 0; k < n && !err; k++) {
-			err = attach_perf(b, t->pid, path, sites[k].ip_off, prog, false, 0,
-					  sites[k].sema_off, &l);
-			if (!err && (err = target_add_link(t, &l)) != 0)
-				plink_destroy(&l);
-		}
-		return err;
-	}
 	for (int k = 0; k < n; k++) {
 		offs[k] = sites[k].ip_off;
 		refs[k] = sites[k].sema_off;
 	}
-	l.fd = mp_uprobe_multi_link(bpf_program__fd(prog), MP_BPF_TRACE_UPROBE_MULTI, t->pid,
-				    path, offs, NULL, refs, (uint32_t)n, false);
-	if (l.fd < 0)
-		return l.fd;
-	if ((err = target_add_link(t, &l)) != 0)
-		plink_destroy(&l);
+	for (int k = 0; k < (b->multi ? 1 : n) && !err; k++) {
+		struct plink l = { .fd = -1 };
+
+		err = b->multi ? attach_multi(t->pid, path, prog, false, offs, NULL, refs,
+					      (uint32_t)n, &l) :
+				 attach_perf(b, t->pid, path, offs[k], prog, false, 0, refs[k], &l);
+		if (!err && (err = target_add_link(t, &l)) != 0)
+			plink_destroy(&l);
+	}
 	return err;
 }
 

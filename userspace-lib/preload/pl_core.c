@@ -82,22 +82,15 @@ static inline struct pl_probe probe_start(uintptr_t addr)
 /* The next candidate bucket's index, false after the last. */
 static inline bool probe_next(struct pl_probe *p, uintptr_t addr, uint32_t *bucket)
 {
-	const uint32_t mask = (1u << PL_TABLE_BUCKET_BITS) - 1;
-
-	switch (p->k++) {
-	case 0:
+	if (p->k == PL_CANDIDATES)
+		return false;
+	if (p->k++ == 0) {
 		*bucket = pl_filter_index(addr);
 		return true;
-	case 1:
-		break;
-	case PL_CANDIDATES:
-		p->k = PL_CANDIDATES;
-		return false;
-	default:
-		p->at += p->step;
-		break;
 	}
-	*bucket = p->at & mask;
+	if (p->k > 2)	/* the second candidate is the hash itself */
+		p->at += p->step;
+	*bucket = p->at & ((1u << PL_TABLE_BUCKET_BITS) - 1);
 	return true;
 }
 
