@@ -400,12 +400,30 @@ static __always_inline bool nested(const struct tstate *st, __u64 sp)
 }
 
 /*
+ * Where the kernel points a return address it hijacked for a return probe in this process
+ * (get_trampoline_vaddr(): the first slot of the [uprobes] area), or 0 before the first. A
+ * call whose return half we skipped can still have its return hijacked: every session link on
+ * the function is a consumer of the same uprobe, and the kernel asks for the return half of
+ * any consumer whose entry returned 0, which a link filtered to another process does. So while
+ * a second process is profiled (a forked child, another record), a running outer call's slot
+ * holds the trampoline, not the return address we saw.
+ */
+static __always_inline __u64 uretprobe_trampoline(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct xol_area *area = BPF_CORE_READ(task, mm, uprobes_state.xol_area);
+
+	return area ? BPF_CORE_READ(area, vaddr) : 0;
+}
+
+/*
  * Sessions: is this call (stack pointer @sp, probe address @ip) nested in the last outermost
  * call whose return half was skipped? Without a return we do not know whether that call is
  * over, so its frame is checked instead: while it runs, its return address is still at its
- * entry stack pointer; once it returned, the caller's next call or push overwrote that slot.
- * The same function entered again at the same stack pointer is the caller calling it again
- * (a loop), not a tail call (a tail call enters another function).
+ * entry stack pointer (or the uretprobe trampoline, if another consumer had it hijacked);
+ * once it returned, the caller's next call or push overwrote that slot. The same function
+ * entered again at the same stack pointer is the caller calling it again (a loop), not a tail
+ * call (a tail call enters another function).
  */
 static __always_inline bool nested_noret(const struct tstate *st, __u64 sp, __u64 ip)
 {
@@ -415,7 +433,7 @@ static __always_inline bool nested_noret(const struct tstate *st, __u64 sp, __u6
 		return false;
 	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)st->noret_sp))
 		return false;
-	return ret == st->noret_ret;
+	return ret == st->noret_ret || (ret && ret == uretprobe_trampoline());
 }
 
 /* Add thread @st's pending probe hits to process @tgid's counters ("phits"). */

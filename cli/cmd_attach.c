@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
+#include "userspace-lib/outfile.h"
 
 static void attach_help(void)
 {
@@ -61,13 +62,14 @@ int cmd_attach(int argc, char **argv)
 	struct memprof_client_start_opts o = { .sz = sizeof(o) };
 	struct memprof_client_profile *p = NULL;
 	struct memprof_client *cl = NULL;
+	struct mp_outfile out = { .fd = -1 };
 	const char *output = NULL;
 	bool wait = false;
 	pid_t *pids = NULL;
 	size_t npids = 0;
 	uint32_t id;
 	char *end;
-	int c, r, ret = 1, out_fd = -1;
+	int c, r, ret = 1;
 	unsigned long v;
 
 	while ((c = getopt_long(argc, argv, "r:d:o:zwjh", opts, NULL)) != -1) {
@@ -177,21 +179,31 @@ int cmd_attach(int argc, char **argv)
 	if (ctl_bus_connect(&cl, false) < 0)
 		goto out;
 	if (output) {
-		/* Opened here, with the caller's rights; memprofd only gets the descriptor. */
-		out_fd = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (out_fd < 0) {
-			ctl_fail("attach", "Failed to open '%s': %s", output, strerror(errno));
+		/*
+		 * Opened here, with the caller's rights; memprofd only gets the descriptor
+		 * (read-write: it patches the header's drop counts at the end). A file already
+		 * there is replaced only once memprofd accepted the profile (outfile.h).
+		 */
+		r = mp_outfile__open(&out, output, true, 0644);
+		if (r < 0) {
+			ctl_fail("attach", "Failed to open '%s': %s", output, strerror(-r));
 			goto out;
 		}
 	}
-	r = memprof_client__start_ex(cl, pids, npids, &o, out_fd, &id);
+	r = memprof_client__start_ex(cl, pids, npids, &o, out.fd, &id);
 	if (r < 0) {
 		ctl_fail_client("attach", cl, r);
 		goto out;
 	}
-	if (out_fd >= 0) {
-		close(out_fd);
-		out_fd = -1;
+	if (out.fd >= 0) {
+		close(out.fd);
+		out.fd = -1;
+		r = mp_outfile__commit(&out);
+		if (r < 0) {
+			ctl_fail("attach", "Failed to rename the trace into '%s': %s", output,
+				 strerror(-r));
+			goto out;
+		}
 	}
 	if (wait) {
 		if (ctl_wait_stopped(cl, "attach", id, true) < 0)
@@ -217,8 +229,7 @@ int cmd_attach(int argc, char **argv)
 	memprof_client_profile__free(p);
 	ret = 0;
 out:
-	if (out_fd >= 0)
-		close(out_fd);
+	mp_outfile__abort(&out);	/* after a commit: only frees the names */
 	free(pids);
 	memprof_client__free(cl);
 	return ret;

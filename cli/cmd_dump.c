@@ -183,7 +183,7 @@ int cmd_dump(int argc, char **argv)
 	char err[256];
 	int c, ret;
 
-	while ((c = getopt_long(argc, argv, "+jlh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jlh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;

@@ -92,7 +92,7 @@ static int parse_u64(const char *s, uint64_t *out)
 	if (!s[0] || s[0] == '-')
 		return -EINVAL;
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	v = strtoull(s, &end, 10);	/* decimal, as attach's: "0100" is a hundred */
 	if (errno || *end)
 		return -EINVAL;
 	*out = v;
@@ -325,6 +325,7 @@ static void print_summary_json(struct mp_engine *e, struct mp_profile *p, const 
 		fprintf(f, ",\"dwarf_stacks\":%" PRIu64 ",\"window_cut_stacks\":%" PRIu64
 			",\"unwind_fallbacks\":%" PRIu64, ps[i].dwarf_stacks,
 			ps[i].window_cut_stacks, ps[i].unwind_fallbacks);
+		fprintf(f, ",\"write_errors\":%" PRIu64, ps[i].write_errors);
 		fprintf(f, ",\"probe_hits\":%" PRIu64 ",\"overhead_pct\":%.2f,\"detached_reason\":",
 			ps[i].probe_hits, ps[i].overhead_pct);
 		if (ps[i].detached_reason)
@@ -352,6 +353,29 @@ static void print_summary_json(struct mp_engine *e, struct mp_profile *p, const 
 		st[MP_STAT_CALLS] - base[MP_STAT_CALLS],
 		st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED]);
 	free(ps);
+}
+
+/* Traces that could not be written whole: an error each. True if there were any. */
+static bool report_write_errors(struct mp_profile *p)
+{
+	size_t n = mp_profile__procs(p, NULL, 0);
+	struct mp_proc_stats *ps = calloc(n ? n : 1, sizeof(*ps));
+	bool any = false;
+
+	if (!ps)
+		return false;
+	n = mp_profile__procs(p, ps, n);
+	for (size_t i = 0; i < n; i++) {
+		if (!ps[i].write_errors)
+			continue;
+		fprintf(stderr, "memprofctl record: Failed to write trace '%s' of %s (pid %d): "
+			"%s; %" PRIu64 " writes lost, the trace is incomplete\n",
+			ps[i].trace_path ? ps[i].trace_path : "(fd)", ps[i].comm, (int)ps[i].pid,
+			strerror(ps[i].write_errno ? ps[i].write_errno : EIO), ps[i].write_errors);
+		any = true;
+	}
+	free(ps);
+	return any;
 }
 
 static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint64_t *base)
@@ -872,9 +896,13 @@ out_kill:
 		if (!ctl.json && running && reaped && WIFSIGNALED(st))
 			fprintf(stderr, "memprofctl record: '%s' was killed by signal %d (%s)\n",
 				o.cmd[0], WTERMSIG(st), strsignal(WTERMSIG(st)));
+		/* CMD succeeded but its profile did not: say so in the status too */
+		if (report_write_errors(p) && ret == 0)
+			ret = 1;
 	}
-	if (rd && running)
-		record_daemon__finish(rd, reaped ? st : -1, o.cmd[0]);
+	if (rd && running && record_daemon__finish(rd, reaped ? st : -1, o.cmd[0]) != 0 &&
+	    ret == 0)
+		ret = 1;	/* CMD succeeded but its trace may not be whole */
 	if (!reaped)
 		ret = 1;
 out:

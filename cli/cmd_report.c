@@ -19,7 +19,7 @@ static void report_usage(FILE *f)
 		"several traces are merged.\n"
 		"\n"
 		"Options:\n"
-		"  -n, --top N              sites per table (default 20)\n"
+		"  -n, --top N              sites per table, 1 or more (default 20)\n"
 		"  -b, --by KEY             site: function (default), line, stack or object\n"
 		"  -l, --live               rank, flame graph and pprof by bytes live at the end\n"
 		"      --since T            ignore blocks allocated before T (e.g. 1.5s, 500ms)\n"
@@ -28,8 +28,10 @@ static void report_usage(FILE *f)
 		"                           window: 0.1 or 10%% (default 10%%)\n"
 		"      --points N           live-heap timeline points (default 10, at most %u)\n"
 		"  -j, --json               print one JSON document\n"
-		"  -f, --flamegraph FILE    write an interactive SVG flame graph\n"
-		"  -p, --pprof FILE         write a gzipped pprof profile\n"
+		"  -f, --flamegraph FILE    write an interactive SVG flame graph (-: to stdout,\n"
+		"                           instead of the report)\n"
+		"  -p, --pprof FILE         write a gzipped pprof profile (-: to stdout, instead\n"
+		"                           of the report)\n"
 		"  -q, --quiet              no progress on stderr\n"
 		"  -h, --help               show this help\n", RP_MAX_POINTS);
 }
@@ -94,7 +96,7 @@ int cmd_report(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "n:b:ljf:p:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
-			if (parse_uint(optarg, 1000000, &o.top)) {
+			if (parse_uint(optarg, 1000000, &o.top) || !o.top) {
 				fprintf(stderr, "memprofctl report: invalid --top '%s'\n", optarg);
 				return 2;
 			}
@@ -170,6 +172,11 @@ int cmd_report(int argc, char **argv)
 		fprintf(stderr, "memprofctl report: --until is before --since\n");
 		return 2;
 	}
+	if (flame && pprof && !strcmp(flame, "-") && !strcmp(pprof, "-")) {
+		fprintf(stderr, "memprofctl report: --flamegraph and --pprof cannot both write to "
+			"standard output\n");
+		return 2;
+	}
 	o.progress = !quiet && isatty(STDERR_FILENO);
 
 	m = rp_model__new(&o);
@@ -209,7 +216,11 @@ int cmd_report(int argc, char **argv)
 			goto fail;
 		}
 	}
-	ret = json ? rp_print_json(m, stdout) : rp_print_text(m, stdout);
+	/* a flame graph or profile on stdout is the output */
+	if ((flame && !strcmp(flame, "-")) || (pprof && !strcmp(pprof, "-")))
+		ret = 0;
+	else
+		ret = json ? rp_print_json(m, stdout) : rp_print_text(m, stdout);
 	if (ret < 0) {
 		fprintf(stderr, "memprofctl report: Failed to write the report: %s\n",
 			strerror(-ret));

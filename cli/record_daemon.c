@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
 #include "cli/record_daemon.h"
+#include "userspace-lib/outfile.h"
 
 #define PFX "memprofctl record: "
 
@@ -73,38 +74,48 @@ int record_daemon__open(enum record_daemon_mode mode, bool has_seed, struct reco
 	return 0;
 }
 
-static int open_trace(const char *path)
+/*
+ * Read-write: the daemon patches the drop counts into the header at completion. A file already
+ * there is replaced only once the daemon accepted the profile (outfile.h).
+ */
+static int open_trace(struct mp_outfile *o, const char *path)
 {
-	/* Read-write: the daemon patches the drop counts into the header at completion. */
-	return open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	return mp_outfile__open(o, path, true, 0644);
 }
 
 static int daemon_sync(void *ctx, pid_t pid, bool forked, char *err, size_t err_len)
 {
 	struct record_daemon *rd = ctx;
+	struct mp_outfile o = { .fd = -1 };
 	char path[PATH_MAX + 16];
-	int fd = -1, r;
+	int r;
 
 	err[0] = '\0';
 	if (forked) {
 		snprintf(path, sizeof(path), "%s.%d", rd->out_path, (int)pid);
-		fd = open_trace(path);
-		if (fd < 0) {
-			r = -errno;
+		r = open_trace(&o, path);
+		if (r < 0) {
 			snprintf(err, err_len, "Failed to create trace '%s': %s", path,
 				 strerror(-r));
 			return r;
 		}
 	}
-	r = memprof_client__add_process(rd->c, rd->id, pid, fd);
-	if (fd >= 0) {
-		close(fd);
-		if (r <= 0)
-			unlink(path);	/* not followed: no trace */
-	}
+	r = memprof_client__add_process(rd->c, rd->id, pid, o.fd);
 	if (r < 0)
 		snprintf(err, err_len, "%s", memprof_client__errmsg(rd->c));
-	return r;
+	if (o.fd < 0)
+		return r;
+	if (r <= 0) {
+		mp_outfile__abort(&o);	/* not followed: no trace */
+		return r;
+	}
+	r = mp_outfile__commit(&o);
+	if (r < 0)
+		snprintf(err, err_len, "Failed to rename the trace into '%s': %s", path,
+			 strerror(-r));
+	close(o.fd);
+	mp_outfile__done(&o);
+	return r < 0 ? r : 1;
 }
 
 int record_daemon__start(struct record_daemon *rd, const struct mp_profile_opts *o, pid_t pid,
@@ -123,24 +134,31 @@ int record_daemon__start(struct record_daemon *rd, const struct mp_profile_opts 
 		.stack_copy_size = o->stack_copy_size,
 	};
 	struct memprof_client_profile *p;
-	int fd, r;
+	struct mp_outfile out;
+	int r;
 
 	snprintf(rd->out_path, sizeof(rd->out_path), "%s", o->out_path);
 	rd->root = pid;
 	/* Counters before, for the summary's drops (a failure only leaves them out). */
 	memprof_client__daemon(rd->c, &rd->before);
-	fd = open_trace(o->out_path);
-	if (fd < 0) {
-		r = -errno;
+	r = open_trace(&out, o->out_path);
+	if (r < 0) {
 		fprintf(stderr, PFX "Failed to create trace '%s': %s\n", o->out_path, strerror(-r));
 		return r;
 	}
-	r = memprof_client__start_ex(rd->c, &pid, 1, &so, fd, &rd->id);
-	close(fd);
+	r = memprof_client__start_ex(rd->c, &pid, 1, &so, out.fd, &rd->id);
 	if (r < 0) {
 		rd->id = 0;
-		unlink(o->out_path);	/* created for nothing */
+		mp_outfile__abort(&out);	/* what was there stays */
 		fprintf(stderr, PFX "%s\n", memprof_client__errmsg(rd->c));
+		return r;
+	}
+	close(out.fd);
+	r = mp_outfile__commit(&out);
+	mp_outfile__done(&out);
+	if (r < 0) {
+		fprintf(stderr, PFX "Failed to rename the trace into '%s': %s\n", o->out_path,
+			strerror(-r));
 		return r;
 	}
 	rd->sync = (struct record_sync){ .sync_pid = daemon_sync, .fd = -1, .ctx = rd };
@@ -297,6 +315,7 @@ int record_daemon__finish(struct record_daemon *rd, int status, const char *cmd0
 {
 	struct memprof_client_daemon *after = NULL;
 	struct memprof_client_profile *p = NULL;
+	uint64_t lost;
 	int r;
 
 	rd->finished = true;
@@ -317,6 +336,8 @@ int record_daemon__finish(struct record_daemon *rd, int status, const char *cmd0
 		return r;
 	}
 	memprof_client__daemon(rd->c, &after);
+	/* the daemon's count: all of its profiles, but a full disk is everyone's */
+	lost = grown(rd->before, after, mp_engine_drop__name(MP_DROP_WRITE));
 	if (ctl.json) {
 		summary_json(rd, p, after, status >= 0 ? (WIFEXITED(status) ?
 			     WEXITSTATUS(status) : 128 + WTERMSIG(status)) : -1);
@@ -326,9 +347,13 @@ int record_daemon__finish(struct record_daemon *rd, int status, const char *cmd0
 			fprintf(stderr, PFX "'%s' was killed by signal %d (%s)\n", cmd0,
 				WTERMSIG(status), strsignal(WTERMSIG(status)));
 	}
+	if (lost)
+		fprintf(stderr, PFX "memprofd failed to write %" PRIu64 " events to traces while "
+			"this ran (its log says which and why): '%s' may be incomplete\n", lost,
+			rd->out_path);
 	memprof_client_daemon__free(after);
 	memprof_client_profile__free(p);
-	return 0;
+	return lost ? 1 : 0;
 }
 
 void record_daemon__free(struct record_daemon *rd)

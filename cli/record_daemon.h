@@ -48,8 +48,9 @@ const struct record_sync *record_daemon__sync(struct record_daemon *rd);
 
 /*
  * CMD ended (@status: its wait status, or -1 if unknown): stop and discard the profile (this
- * completes the traces) and print the summary, as in-process recording does. Returns 0 or
- * -errno after printing one line.
+ * completes the traces) and print the summary, as in-process recording does. Returns 0, 1 when
+ * memprofd failed to write events meanwhile (said on stderr), or -errno after printing one
+ * line (the traces may not be complete then either).
  */
 int record_daemon__finish(struct record_daemon *rd, int status, const char *cmd0);
 

@@ -869,6 +869,7 @@ static int bind_socket(const char *path)
 		return r;
 	}
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		struct stat st;
 		int probe;
 
 		if (errno != EADDRINUSE)
@@ -883,6 +884,13 @@ static int bind_socket(const char *path)
 		}
 		if (probe >= 0)
 			close(probe);
+		/* Nobody listens: replace a stale socket, but nothing else that has the name. */
+		if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+			close(fd);
+			log_error("Cannot bind the control socket '%s': a file that is not a socket "
+				  "is there", path);
+			return -EEXIST;
+		}
 		unlink(path);
 		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 			goto fail;

@@ -30,6 +30,7 @@
 #include "daemon/sampler.h"
 #include "daemon/symbolize.h"
 #include "daemon/unwind.h"
+#include "userspace-lib/outfile.h"
 
 #define MP_DEFAULT_RATE		1e-4
 #define MP_DEFAULT_MAX_ENTRIES	(1u << 20)
@@ -52,6 +53,8 @@ struct mp_ptrace {
 	pid_t pid;
 	char comm[16];
 	char *path;			/* NULL when written to a passed fd */
+	struct mp_outfile out;		/* a user-named path: renamed into place at commit */
+	bool own_file;			/* @path is a file this trace made: undo removes it */
 	int fd;
 	int pidfd;			/* in the engine's epoll set until completion, or -1 */
 	struct memprof_writer *w;
@@ -61,6 +64,7 @@ struct mp_ptrace {
 	bool in_table;
 	uint64_t samples, nsamples, frees, live_nsamples, truncated, exec_collects;
 	uint64_t unmatched, stale, table_full, write_errors;
+	int write_err;			/* errno of the first failed write, or 0 */
 	/* overhead control (check_overhead()) */
 	struct mp_proc_hits hits;	/* probe hits at the start of the current window */
 	uint64_t win_start_ns;		/* CLOCK_MONOTONIC start of that window, 0: none yet */
@@ -91,6 +95,7 @@ struct mp_profile {
 	struct mp_htab traces;		/* current trace of each pid */
 	struct mp_ptrace *list, **tail;
 	size_t ntraces;
+	bool starting;			/* in mp_engine__start(): traces not renamed into place yet */
 	unsigned int nalive;		/* processes not exited */
 	uint64_t stop_ns;		/* CLOCK_MONOTONIC of stop (events after it are ignored) */
 	uint64_t deadline_ns;		/* duration: stop at this CLOCK_MONOTONIC time, or 0 */
@@ -186,6 +191,24 @@ const char *mp_stat__name(enum mp_stat s)
 
 /* ---- traces ---- */
 
+/* The process (thread group) that task @tid belongs to, or -errno. */
+static pid_t proc_tgid(pid_t tid)
+{
+	char path[64], line[256];
+	pid_t tgid = -ESRCH;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid;
+}
+
 static void read_comm(pid_t pid, char comm[16])
 {
 	char path[64];
@@ -261,6 +284,15 @@ static void final_drops(const struct mp_ptrace *t, char *buf, size_t len)
  * context ends in a fixed-width field that completion overwrites in place with the counts
  * (same length, so the packet stays valid). Plain regular files only.
  */
+/* A write into @t's trace failed with @err (-errno): counted, the first error kept. */
+static void trace_write_failed(struct mp_ptrace *t, int err)
+{
+	if (!t->write_err)
+		t->write_err = err < 0 ? -err : EIO;
+	t->write_errors++;
+	t->p->e->drops[MP_DROP_WRITE]++;
+}
+
 static void patch_context(struct mp_ptrace *t)
 {
 	char old[MP_CTX_DROPS_WIDTH + 1], new[MP_CTX_DROPS_WIDTH + 1], head[16384];
@@ -285,22 +317,82 @@ static void patch_context(struct mp_ptrace *t)
 	if (!at)
 		return;
 	if (pwrite(t->fd, new, MP_CTX_DROPS_WIDTH, at - head + strlen(MP_CTX_DROPS_MARK)) < 0)
-		t->write_errors++;
+		trace_write_failed(t, -errno);
 }
 
-static int trace_open_file(struct mp_profile *p, const char *path, bool user_named)
+/* What @fd is, for a message: its path as /proc shows it. */
+static const char *fd_name(int fd, char *buf, size_t len)
 {
-	int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | (user_named ? 0 : O_NOFOLLOW);
-	int fd = open(path, flags, 0644);
+	char link[64];
+	ssize_t n;
 
-	if (fd < 0)
-		return -errno;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = fd >= 0 ? readlink(link, buf, len - 1) : -1;
+	if (n <= 0)
+		return "the passed file descriptor";
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Undo @t's file: what trace_open_file() made goes (never a device, or a file it replaces). */
+static void trace_unlink(struct mp_ptrace *t, const char *path)
+{
+	if (t->out.tmp)
+		unlink(t->out.tmp);
+	else if (t->own_file)
+		unlink(path);
+	t->own_file = false;
+	mp_outfile__done(&t->out);
+}
+
+/* @t's file takes the name the user gave it (a file there until now is replaced). */
+static int trace_commit(struct mp_ptrace *t, char *err, size_t err_len)
+{
+	int r;
+
+	if (!t->out.tmp) {
+		mp_outfile__done(&t->out);
+		return 0;
+	}
+	r = mp_outfile__commit(&t->out);
+	mp_outfile__done(&t->out);
+	if (r < 0) {
+		t->own_file = false;	/* the new file is gone, the old one left */
+		snprintf(err, err_len, "Failed to rename the trace into '%s': %s", t->path,
+			 strerror(-r));
+	}
+	return r;
+}
+
+/*
+ * The trace file of @t at @path. In the service's own directories it is created as it is; a
+ * path the user named (-o) goes through mp_outfile: a file already there is replaced only at
+ * trace_commit(), a device or FIFO is written as it is and never removed.
+ */
+static int trace_open_file(struct mp_ptrace *t, const char *path, bool user_named)
+{
+	struct mp_profile *p = t->p;
+	int fd, err;
+
+	if (user_named) {
+		err = mp_outfile__open(&t->out, path, true, 0644);
+		if (err)
+			return err;
+		fd = t->out.fd;
+		t->own_file = t->out.tmp || t->out.created;
+	} else {
+		fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+		if (fd < 0)
+			return -errno;
+		t->own_file = true;
+	}
 	if (geteuid() == 0 && (p->opts.owner_uid || p->opts.owner_gid) &&
 	    fchown(fd, p->opts.owner_uid, p->opts.owner_gid)) {
-		int err = -errno;
-
+		err = -errno;
 		close(fd);
-		unlink(path);
+		if (user_named)
+			t->out.fd = -1;
+		trace_unlink(t, path);
 		return err;
 	}
 	return fd;
@@ -401,7 +493,7 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 	struct memprof_writer_opts wo = { .sz = sizeof(wo) };
 	char exe[4096], path[4096], ctx[1024], comm[16];
 	const char *ext = p->opts.zstd_level > 0 ? ".ctf.zst" : ".ctf";
-	bool first = p->ntraces == 0, user_named = false, created = false;
+	bool first = p->ntraces == 0, user_named = false;
 	struct mp_mapping_info mi;
 	ssize_t n;
 	int r;
@@ -448,13 +540,12 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 			snprintf(err, err_len, "Out of memory");
 			goto fail;
 		}
-		t->fd = trace_open_file(p, path, user_named);
+		t->fd = trace_open_file(t, path, user_named);
 		if (t->fd < 0) {
 			snprintf(err, err_len, "Failed to create trace '%s': %s", path,
 				 strerror(-t->fd));
 			goto fail;
 		}
-		created = true;
 	}
 
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
@@ -476,10 +567,14 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 	wo.zstd_level = p->opts.zstd_level;
 	wo.real_verifier = 1;
 	t->w = memprof_writer__new(t->fd, &info, &wo);
+	/* mp_engine__start() renames its traces into place once every process is attached */
+	if (t->w && !p->starting && trace_commit(t, err, err_len) < 0)
+		goto fail;
 	if (!t->w) {
 		r = -errno;
 		snprintf(err, err_len, "Failed to start the trace of process %d in '%s': %s",
-			 (int)pid, t->path ? t->path : "the passed fd", strerror(-r));
+			 (int)pid, t->path ? t->path : fd_name(t->fd, path, sizeof(path)),
+			 strerror(-r));
 		goto fail;
 	}
 	/* Snapshot the process' mappings now, while it surely lives: its events may be
@@ -516,8 +611,8 @@ fail:
 	memprof_writer__close(t->w);
 	if (t->fd >= 0)
 		close(t->fd);
-	if (created)
-		unlink(t->path);
+	if (t->path)
+		trace_unlink(t, t->path);
 	free(t->path);
 	free(t);
 	return NULL;
@@ -532,6 +627,7 @@ static struct mp_ptrace *trace_find(const struct mp_profile *p, pid_t pid)
 static void trace_complete(struct mp_ptrace *t)
 {
 	struct mp_engine *e = t->p->e;
+	int r;
 
 	if (t->completed)
 		return;
@@ -540,8 +636,9 @@ static void trace_complete(struct mp_ptrace *t)
 		e->open_traces--;
 	unwatch_exit(e, t);
 	mp_entries__drain(e->entries, t->pid, t, NULL, NULL);
-	if (memprof_writer__close(t->w) < 0)
-		t->write_errors++;
+	r = memprof_writer__close(t->w);
+	if (r < 0)
+		trace_write_failed(t, r);
 	t->w = NULL;
 	patch_context(t);
 	if (t->fd >= 0)
@@ -553,6 +650,7 @@ static void trace_free(struct mp_ptrace *t)
 {
 	trace_complete(t);
 	free(t->detached_reason);
+	mp_outfile__done(&t->out);
 	free(t->path);
 	free(t);
 }
@@ -724,10 +822,10 @@ static int define_location(struct mp_ptrace *t, uint64_t addr)
 
 static void collect(struct mp_ptrace *t, uint64_t time_us, struct mp_entry *en)
 {
-	if (!t->completed && memprof_writer__collect(t->w, time_us, en->id) < 0) {
-		t->write_errors++;
-		t->p->e->drops[MP_DROP_WRITE]++;
-	}
+	int r;
+
+	if (!t->completed && (r = memprof_writer__collect(t->w, time_us, en->id)) < 0)
+		trace_write_failed(t, r);
 	t->frees++;
 	t->live_nsamples -= en->nsamples;
 }
@@ -892,6 +990,7 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 	unsigned int nfr, k = 0;
 	struct mp_ptrace *t;
 	struct mp_entry *en;
+	int r;
 
 	if (!p || p->state == MP_PROFILE_DISCARDED) {
 		e->drops[MP_DROP_NO_PROFILE]++;
@@ -953,18 +1052,19 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 		e->drops[MP_DROP_TABLE_FULL]++;
 		return;
 	}
-	if (memprof_writer__alloc(t->w, time_us, (ev->size + 7) / 8, n, MEMPROF_SOURCE_EXTERNAL,
-				  bt, k, &id) < 0) {
+	r = memprof_writer__alloc(t->w, time_us, (ev->size + 7) / 8, n, MEMPROF_SOURCE_EXTERNAL,
+				  bt, k, &id);
+	if (r < 0) {
 		mp_entries__remove(e->entries, en);
-		t->write_errors++;
-		e->drops[MP_DROP_WRITE]++;
+		trace_write_failed(t, r);
 		return;
 	}
 	if (mp_entries__set(e->entries, en, t, id, n)) {
 		/* Cannot be tracked (a multiplicity or id beyond the entry's fields, too many
 		 * traces of one pid): collected at once rather than shown live forever. */
-		if (memprof_writer__collect(t->w, time_us, id) < 0)
-			t->write_errors++;
+		r = memprof_writer__collect(t->w, time_us, id);
+		if (r < 0)
+			trace_write_failed(t, r);
 		mp_entries__remove(e->entries, en);
 		t->table_full++;
 		e->drops[MP_DROP_TABLE_FULL]++;
@@ -1069,11 +1169,41 @@ static void exec_collect_cb(void *ctx, struct mp_entry *en)
 	t->exec_collects++;
 }
 
+/* Is @pid traced by a profile that still writes its trace? */
+static bool maps_followed(const struct mp_engine *e, pid_t pid)
+{
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		struct mp_ptrace *t = trace_find(p, pid);
+
+		if (t && !t->completed)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * @pid mapped objects (ld.so's link map changed: the libraries of a new image, dlopen): its
+ * mappings are snapshotted again now. The symbolizer would re-read them on a miss, but not
+ * within 100 ms of its last read, and the snapshot taken at exec holds no library yet: a short
+ * program's samples in libc would all miss.
+ */
+static void maps_changed(struct mp_engine *e, pid_t pid)
+{
+	struct mp_mapping_info mi;
+
+	if (!e->sym)
+		return;
+	mp_unwinder__forget(e->unw, pid);
+	mp_symbolizer__forget(e->sym, pid);
+	mp_symbolizer__mapping(e->sym, pid, 1, &mi);
+}
+
 static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 {
 	pid_t pid = (pid_t)ev->h.pid;
 	struct exec_collect_ctx c = { .e = e, .time_us = mp_ktime_to_epoch_us(ev->h.time_ns) };
 	bool attach = false;
+	char comm[16];
 
 	/* The old image's blocks are gone: collect them ("freed by exec"), in every profile
 	 * that holds some. The trace goes on with the new image. */
@@ -1086,12 +1216,15 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 		mp_symbolizer__forget(e->sym, pid);
 		mp_symbolizer__mapping(e->sym, pid, 1, &mi);
 	}
+	read_comm(pid, comm);	/* the new image's name, for summaries (not the trace's) */
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		struct mp_ptrace *t = trace_find(p, pid);
 
 		if (t) {	/* another image: other code at those addresses */
 			memset(t->fp_ok, 0, sizeof(t->fp_ok));
 			t->prev_len = 0;
+			if (strcmp(comm, "?"))
+				memcpy(t->comm, comm, sizeof(t->comm));
 		}
 		if (t && !t->completed && p->state == MP_PROFILE_SAMPLING)
 			attach = true;
@@ -1225,6 +1358,10 @@ static int on_event(void *ctx, const void *data, size_t size)
 	case MP_EV_EXEC:
 		if (size >= sizeof(struct mp_proc_event))
 			on_exec(e, data);
+		break;
+	case MP_EV_MAP:	/* ld.so mapped objects (the loader probed them already) */
+		if (maps_followed(e, (pid_t)h->pid))
+			maps_changed(e, (pid_t)h->pid);
 		break;
 	case MP_EV_EXIT:
 		proc_gone(e, (pid_t)h->pid);
@@ -1689,11 +1826,21 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 	p->opts.out_dir = p->out_dir;
 	for (size_t i = 0; i < npids; i++) {
 		char path[64];
+		pid_t tgid;
 
 		snprintf(path, sizeof(path), "/proc/%d", (int)pids[i]);
 		if (pids[i] <= 0 || access(path, F_OK)) {
 			snprintf(err, err_len, "No process %d", (int)pids[i]);
 			r = -ESRCH;
+			goto fail;
+		}
+		tgid = proc_tgid(pids[i]);
+		if (tgid > 0 && tgid != pids[i]) {
+			/* /proc/TID exists too, unlisted: a thread id from top -H or a log */
+			snprintf(err, err_len, "%d is a thread of process %d: profile %d (a profile "
+				 "covers all of a process' threads)", (int)pids[i], (int)tgid,
+				 (int)tgid);
+			r = -EINVAL;
 			goto fail;
 		}
 		if (e->open_traces + npids > e->max_procs) {
@@ -1717,6 +1864,7 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 		goto fail;
 	mp_bpf__stats(e->bpf, p->bpf_base);
 
+	p->starting = true;
 	/* Probes first, then the trace: its start time is when sampling begins (attaching
 	 * takes a while: an RCU grace period per uprobe). */
 	for (ndone = 0; ndone < npids; ndone++) {
@@ -1741,6 +1889,12 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 			goto fail_procs;
 		}
 	}
+	for (struct mp_ptrace *t = p->list; t; t = t->next) {
+		r = trace_commit(t, err, err_len);
+		if (r < 0)
+			goto fail_procs;
+	}
+	p->starting = false;
 	if (p->opts.duration_us) {
 		p->deadline_ns = now_mono_ns() + p->opts.duration_us * 1000;
 	}
@@ -1764,7 +1918,7 @@ fail_procs:
 		mp_entries__drain(e->entries, t->pid, t, NULL, NULL);
 		trace_complete(t);
 		if (t->path)
-			unlink(t->path);
+			trace_unlink(t, t->path);
 	}
 fail:
 	profile_free(p);
@@ -1832,6 +1986,8 @@ size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, 
 		s->est_live_bytes = (double)t->live_nsamples * scale;
 		s->drops = t->table_full + t->unmatched + t->stale + t->write_errors;
 		s->trace_path = t->path;
+		s->write_errors = t->write_errors;
+		s->write_errno = t->write_err;
 		s->live_nsamples = t->live_nsamples;
 		s->truncated_stacks = t->truncated;
 		s->exec_collects = t->exec_collects;
@@ -1940,6 +2096,8 @@ int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_le
 		r = attach_pid(p, pid, err, err_len);
 		if (r >= 0)	/* the loader chose uprobes or preload: known now, not at exit */
 			trace_update_mode(t);
+		/* held at the consistent link map after an exec: its libraries are there now */
+		maps_changed(e, pid);
 		return r < 0 ? r : 1;
 	}
 	return 0;
@@ -1968,7 +2126,7 @@ static int trace_redirect(struct mp_ptrace *t, int out_fd, char *err, size_t err
 	if (!nt)
 		return -EIO;
 	trace_complete(t);
-	unlink(t->path);
+	trace_unlink(t, t->path);
 	for (pp = &p->list; *pp; pp = &(*pp)->next) {
 		if (*pp != t)
 			continue;

@@ -110,6 +110,8 @@ struct mp_proc_stats {
 	double est_live_bytes;		/* same over blocks not freed */
 	uint64_t drops;			/* events lost for this process (ring full, table full...) */
 	const char *trace_path;		/* may be NULL when written to a passed fd */
+	uint64_t write_errors;		/* events (and header patches) not written to the trace */
+	int write_errno;		/* why the first of them failed (0: none) */
 	/* Added: */
 	uint64_t live_nsamples;		/* Σ n over blocks not freed (at exit: live at exit) */
 	uint64_t truncated_stacks;	/* samples whose stack reached callstack_size */

@@ -186,6 +186,10 @@ int mp_config__load(struct mp_config *c, const char *path, char *err, size_t err
 			break;
 		}
 	}
+	if (r == 0 && ferror(f)) {	/* a directory reads as EISDIR */
+		r = errno ? -errno : -EIO;
+		snprintf(err, err_len, "%s: %s", path, strerror(-r));
+	}
 	fclose(f);
 	if (r == 0 && !n.state_dir) {
 		snprintf(err, err_len, "Out of memory");
@@ -272,7 +276,9 @@ static int on_reload(sd_event_source *es, const struct signalfd_siginfo *si, voi
 	sd_notify(0, "RELOADING=1");
 	mp_config__defaults(&c);
 	r = mp_config__load(&c, d->config_path, err, sizeof(err));
-	if (r < 0 && r != -ENOENT) {
+	if (r == -ENOENT && d->config_given)	/* as at start: -c names a file that must be */
+		snprintf(err, sizeof(err), "%s: %s", d->config_path, strerror(-r));
+	if (r < 0 && (r != -ENOENT || d->config_given)) {
 		log_error("Failed to reload the configuration, keeping the current one: %s", err);
 		mp_config__done(&c);
 	} else {
@@ -372,6 +378,7 @@ static int parse_args(struct memprofd *d, int argc, char **argv, int *log_level,
 			break;
 		case 'c':
 			d->config_path = optarg;
+			d->config_given = true;
 			*config_given = true;
 			break;
 		case 'l':

@@ -67,6 +67,7 @@ struct memprofd {
 
 	struct mp_config cfg;
 	const char *config_path;
+	bool config_given;		/* -c: the file must exist, at start and on reload */
 	/* Set on the command line: they win over the configuration file on reload. */
 	const char *opt_state_dir;
 	const char *socket_path;

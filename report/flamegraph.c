@@ -518,7 +518,7 @@ int rp_write_flamegraph(const struct rp_model *m, const char *path)
 	if (fclose(g.out) && !err)
 		err = -EIO;
 	if (!err)
-		err = rp_write_file_atomic(path, buf, len);
+		err = rp_write_output(path, buf, len);
 out:
 	free(buf);
 	free(g.nodes);

@@ -169,10 +169,11 @@ int rp_print_json(const struct rp_model *m, FILE *f)
 	json_object_object_add(root, "sites_by_allocations", sites_arr(m, m->by_blocks));
 	json_object_object_add(root, "leak_suspects", suspects_arr(m));
 	json_object_object_add(root, "live_heap", timeline_arr(m));
+	errno = 0;
 	if (fprintf(f, "%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
 						JSON_C_TO_STRING_NOSLASHESCAPE)) < 0 ||
 	    fflush(f))
-		err = -EIO;
+		err = errno ? -errno : -EIO;
 	json_object_put(root);
 	return err;
 }

@@ -15,6 +15,7 @@
 
 #include "report/intern.h"
 #include "report/report.h"
+#include "userspace-lib/outfile.h"
 
 /* Grow *@arr (of *@cap elements of @size) to hold @need. Returns 0 or -ENOMEM. */
 static int grow(void **arr, size_t *cap, size_t need, size_t size)
@@ -797,6 +798,10 @@ static void set_windows(struct rp_model *m)
 		if (t->nblocks && t->first_alloc_us > t->win_start)
 			t->win_start = t->first_alloc_us;
 		t->win_end = t->end_us;
+		if (m->opts.has_since && m->opts.since_us >= t->end_us)
+			fprintf(stderr, "memprofctl report: warning: '%s' ends at %.3f s, before "
+				"--since: nothing of it is in the window\n", t->path,
+				(double)t->end_us / 1e6);
 		if (m->opts.has_until && m->opts.until_us < t->win_end)
 			t->win_end = m->opts.until_us;
 		if (t->win_end < t->win_start)
@@ -1067,38 +1072,47 @@ const char *rp_fmt_bytes(double bytes, char *buf, size_t len)
 	return buf;
 }
 
-int rp_write_file_atomic(const char *path, const void *data, size_t len)
+static int write_all(int fd, const char *p, size_t len)
 {
-	char *tmp = NULL;
-	const char *p = data;
-	int fd, err = 0;
-
-	if (asprintf(&tmp, "%s.tmp.%d", path, (int)getpid()) < 0)
-		return -ENOMEM;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		err = -errno;
-		free(tmp);
-		return err;
-	}
 	while (len) {
 		ssize_t n = write(fd, p, len);
 
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			err = -errno;
-			break;
+			return -errno;
 		}
 		p += n;
 		len -= (size_t)n;
 	}
-	if (close(fd) && !err)
-		err = -errno;
-	if (!err && rename(tmp, path))
-		err = -errno;
+	return 0;
+}
+
+int rp_write_output(const char *path, const void *data, size_t len)
+{
+	struct mp_outfile o;
+	int err;
+
+	if (!strcmp(path, "-"))
+		return write_all(STDOUT_FILENO, data, len);
+	err = mp_outfile__open(&o, path, false, 0644);
 	if (err)
-		unlink(tmp);
-	free(tmp);
+		return err;
+	err = write_all(o.fd, data, len);
+	if (!err && fsync(o.fd) && errno != EINVAL && errno != EROFS)
+		err = -errno;	/* a full disk may only say so here (not a FIFO, a device) */
+	if (err) {
+		mp_outfile__abort(&o);
+		return err;
+	}
+	if (close(o.fd))
+		err = -errno;
+	o.fd = -1;
+	if (err) {
+		mp_outfile__abort(&o);
+		return err;
+	}
+	err = mp_outfile__commit(&o);
+	mp_outfile__done(&o);
 	return err;
 }

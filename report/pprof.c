@@ -405,7 +405,7 @@ int rp_write_pprof(const struct rp_model *m, const char *path)
 	perftools__profiles__profile__pack(&prof, raw);
 	err = gzip_buf(raw, rawlen, &gz, &gzlen);
 	if (!err)
-		err = rp_write_file_atomic(path, gz, gzlen);
+		err = rp_write_output(path, gz, gzlen);
 	goto out;
 nomem:
 	err = -ENOMEM;

@@ -196,7 +196,11 @@ int rp_parse_duration(const char *s, uint64_t *us);
 const char *rp_by_name(enum rp_by by);
 /* Human-readable bytes ("12.3 MiB") into @buf. */
 const char *rp_fmt_bytes(double bytes, char *buf, size_t len);
-/* Write @len bytes of @data to @path via a temporary file and rename. Returns 0 or -errno. */
-int rp_write_file_atomic(const char *path, const void *data, size_t len);
+/*
+ * Write @len bytes of @data to @path, "-" for standard output. A file there is replaced only
+ * once the new one is complete; a device or FIFO is written as it is (outfile.h). Returns 0
+ * or -errno.
+ */
+int rp_write_output(const char *path, const void *data, size_t len);
 
 #endif

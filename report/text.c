@@ -182,6 +182,7 @@ static void print_timeline(const struct rp_model *m, FILE *f)
 
 int rp_print_text(const struct rp_model *m, FILE *f)
 {
+	errno = 0;
 	print_traces(m, f);
 	fprintf(f, "\nTotals (%llu sampled blocks in the window, %llu still live)\n",
 		(unsigned long long)m->total_sampled, (unsigned long long)m->total_sampled_live);
@@ -194,6 +195,6 @@ int rp_print_text(const struct rp_model *m, FILE *f)
 	print_leaks(m, f);
 	print_timeline(m, f);
 	if (fflush(f) || ferror(f))
-		return -EIO;
+		return errno ? -errno : -EIO;	/* the failed write's errno (ENOSPC, EPIPE) */
 	return 0;
 }

@@ -61,6 +61,13 @@ $(CODEC_TESTS): $(B)/tests/unit/%: $(B)/tests/unit/%.o $(B)/lib/libmemprof.a
 
 UNIT_TESTS += $(CODEC_TESTS)
 
+# The outputs a user names (outfile.h).
+$(B)/tests/unit/test_outfile: $(B)/tests/unit/test_outfile.o $(B)/lib/libmemprof.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(B)/lib/libmemprof.a $(LIB_LIBS)
+
+UNIT_TESTS += $(B)/tests/unit/test_outfile
+
 # libFuzzer target: built with clang from the sources, independent of $(CC) and SAN.
 FUZZ_CFLAGS	:= -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
 		   -fno-sanitize-recover=undefined -D_GNU_SOURCE -I userspace-lib/include -I .

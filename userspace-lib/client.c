@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 #include <time.h>
 
 #include <systemd/sd-bus.h>
@@ -98,6 +99,9 @@ int memprof_client__connect(const char *socket, struct memprof_client **ret)
 	*ret = NULL;
 	if (!socket)
 		socket = MEMPROF_CLIENT_DEFAULT_SOCKET;
+	/* sd-bus says E2BIG for a path that does not fit a socket address */
+	if (strlen(socket) >= sizeof(((struct sockaddr_un *)NULL)->sun_path))
+		return -ENAMETOOLONG;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;

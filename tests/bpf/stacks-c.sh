@@ -25,6 +25,14 @@ ok "auto: no frame-pointer walk trusted in code without frame pointers" \
 ok "context names the unwind mode and stack copy" \
 	grep -q 'unwind=dwarf stack_copy=16384 ' <("$CTL" dump "$T/c-dwarf.ctf" | head -12)
 
+# After an exec (sh -c 'exec ...'): the new image's libraries are in the snapshot from its
+# first sample on, not only once a re-read is allowed (100 ms after the snapshot taken at exec).
+record c-exec --unwind=auto -r 1e-3 -- sh -c "exec '$WL/stk_c' 2000 100"
+ok "after exec: exit status 0" [ "$rc" -eq 0 ]
+check "$T/c-exec.ctf" chain stk_inline_alloc "$CHAIN"
+check "$T/c-exec.ctf" fileline __libc_start_call_main 'libc_start_call_main\.h$'
+ok "after exec: no stack cut by the window" summary c-exec 's["window_cut"] == 0'
+
 # The negative control: frame pointers are not there to follow.
 record c-fp --unwind=fp -r 1e-3 -- "$WL/stk_c" 1000 50
 n=$(check "$T/c-fp.ctf" count stk_level1)

@@ -2,10 +2,11 @@
 /*
  * C++ workload for the record tests: operator new/delete and new[]/delete[] at known sites,
  * with the same TRUTH lines as wl_alloc.c. Objects go to a volatile sink so the compiler keeps
- * every new/delete pair.
+ * every new/delete pair. "wl_cxx wait" only waits for EOF on stdin (a profiled bystander).
  */
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <new>
 
 #define NOINLINE __attribute__((noinline))
@@ -43,9 +44,16 @@ NOINLINE static char *wl_site_new_array(size_t n)
 	return a;
 }
 
-int main()
+int main(int argc, char **argv)
 {
 	const long n_obj = 30000, n_arr = 20000;
+
+	if (argc > 1 && !std::strcmp(argv[1], "wait")) {
+		/* a bystander: a C++ process that maps libstdc++ and waits for EOF on stdin */
+		while (std::getchar() != EOF)
+			;
+		return 0;
+	}
 
 	for (long i = 0; i < n_obj; i++)
 		wl_site_new();	/* leaked */

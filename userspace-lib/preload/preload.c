@@ -328,11 +328,12 @@ static void pl_thread_seed(struct pl_thread *t)
 }
 
 /*
- * The countdown expired (c <= 0). Returns r >= 0, the words of the block after its first
- * sample point, when the block is sampled: pl_cross_end() must follow once the allocator
- * returned. Returns -1 otherwise (the countdown is already re-armed or re-parked).
+ * The countdown expired (c <= 0) on an allocation of @w words. Returns r >= 0, the words of the
+ * block after its first sample point, when the block is sampled: pl_cross_end() must follow
+ * once the allocator returned. Returns -1 otherwise (the countdown is already re-armed or
+ * re-parked).
  */
-static int64_t pl_cross_begin(void)
+static int64_t pl_cross_begin(int64_t w)
 {
 	struct pl_thread *t = &pl_tls;
 	struct pl_params p;
@@ -359,7 +360,9 @@ static int64_t pl_cross_begin(void)
 	} else if (t->state != PL_T_ARMED || t->gen != p.gen) {
 		/*
 		 * Newly armed or new rate: the pending point (drawn at another rate, or a poll)
-		 * is not a sample. A fresh geometric starts after this block.
+		 * is not a sample. A fresh geometric starts at this block's first word, so the
+		 * block that arms a thread (its first, often a large buffer) is sampled as any
+		 * other would be: by memorylessness, nothing before it matters.
 		 */
 		if (!t->seeded)
 			pl_thread_seed(t);
@@ -369,6 +372,11 @@ static int64_t pl_cross_begin(void)
 		t->gen = p.gen;
 		t->state = PL_T_ARMED;
 		next = pl_draw_geom(&t->rng, t->log1m);
+		if (next <= w) {
+			errno = saved;
+			return w - next;	/* sampled: as below */
+		}
+		next -= w;
 	} else if (c > 0) {
 		/* A signal handler's sampled call ran between our subtraction and here. */
 		next = c;
@@ -1031,7 +1039,7 @@ PL_HIDDEN void pl_sampling_kick(void)
 
 static __attribute__((noinline)) void *pl_malloc_slow(size_t size, uint32_t kind)
 {
-	int64_t r = pl_cross_begin();
+	int64_t r = pl_cross_begin(pl_words(size));
 	void *p = pl_next.malloc(size);
 
 	pl_cross_finish(r, p, size, kind);
@@ -1072,7 +1080,7 @@ PL_EXPORT void free(void *p)
 
 static __attribute__((noinline)) void *pl_calloc_slow(size_t n, size_t size, size_t total)
 {
-	int64_t r = pl_cross_begin();
+	int64_t r = pl_cross_begin(pl_words(total));
 	void *p = pl_next.calloc(n, size);
 
 	pl_cross_finish(r, p, total, MEMPROF_PRELOAD_CALLOC);
@@ -1093,7 +1101,7 @@ PL_EXPORT void *calloc(size_t n, size_t size)
 static __attribute__((noinline)) void *pl_realloc_slow(void *old, size_t size, bool expired,
 						       uint32_t kind)
 {
-	int64_t r = expired ? pl_cross_begin() : -1;
+	int64_t r = expired ? pl_cross_begin(pl_words(size)) : -1;
 	bool was_sampled = old && pl_table_maybe(&pl_table, old) && pl_release(old, kind);
 	void *p;
 
@@ -1137,7 +1145,7 @@ PL_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 static __attribute__((noinline)) void *pl_memalign_slow(size_t alignment, size_t size,
 							uint32_t kind)
 {
-	int64_t r = pl_cross_begin();
+	int64_t r = pl_cross_begin(pl_words(size));
 	void *p;
 
 	switch (kind) {
@@ -1161,7 +1169,7 @@ static __attribute__((noinline)) void *pl_memalign_slow(size_t alignment, size_t
 static __attribute__((noinline)) int pl_posix_memalign_slow(void **memptr, size_t alignment,
 							    size_t size)
 {
-	int64_t r = pl_cross_begin();
+	int64_t r = pl_cross_begin(pl_words(size));
 	void *p = NULL;
 	int err = pl_next.posix_memalign(&p, alignment, size);
 
@@ -1221,7 +1229,7 @@ static void *pl_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, of
 static __attribute__((noinline)) void *pl_mmap_slow(void *addr, size_t len, int prot, int flags,
 						    int fd, off_t off)
 {
-	int64_t r = pl_cross_begin();
+	int64_t r = pl_cross_begin(pl_words(len));
 	void *p = pl_sys_mmap(addr, len, prot, flags, fd, off);
 
 	pl_cross_finish(r, p == MAP_FAILED ? NULL : p, len, MEMPROF_PRELOAD_MMAP);
@@ -1317,7 +1325,7 @@ static inline void *pl_call_new(void *fn, size_t size, size_t alignment, bool no
 static __attribute__((noinline)) void *pl_new_slow(size_t size, size_t alignment, bool nothrow,
 						   bool array)
 {
-	int64_t r = pl_cross_begin();
+	int64_t r = pl_cross_begin(pl_words(size));
 	/* The nothrow variant inside the sampling window: an exception must not leave it open. */
 	void *fn = __atomic_load_n(&pl_next.cxx[PL_NEW_OP(array, true, alignment != 0)],
 				   __ATOMIC_RELAXED);
