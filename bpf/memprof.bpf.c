@@ -411,9 +411,13 @@ static __always_inline bool nested(const struct tstate *st, __u64 sp)
 static __always_inline __u64 uretprobe_trampoline(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct xol_area *area = BPF_CORE_READ(task, mm, uprobes_state.xol_area);
+	struct xol_area *area;
 
-	return area ? BPF_CORE_READ(area, vaddr) : 0;
+	/* BTF pointers: plain (fault-guarded) loads, no helper call per hop */
+	if (!task->mm)
+		return 0;
+	area = task->mm->uprobes_state.xol_area;
+	return area ? area->vaddr : 0;
 }
 
 /*
