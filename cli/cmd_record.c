@@ -415,6 +415,12 @@ static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint6
 				"libmemprof-preload (%" PRIu64 " samples drawn, %" PRIu64
 				" lost in the library)\n", ps[i].comm, (int)ps[i].pid,
 				ps[i].preload_samples, ps[i].preload_lost);
+		/* queued in the library when the process was killed: its last batch */
+		if (ps[i].mode == MP_PROC_MODE_PRELOAD && ps[i].preload_samples > ps[i].nsamples)
+			fprintf(stderr, "memprofctl record: %s (pid %d): %" PRIu64 " of those samples "
+				"never reached the trace (still queued in the library when the "
+				"process ended without exit or _exit: a signal?)\n", ps[i].comm,
+				(int)ps[i].pid, ps[i].preload_samples - ps[i].nsamples);
 	}
 	free(ps);
 	mp_engine__stats(e, st, MP_STAT__MAX);

@@ -322,7 +322,9 @@ int record_daemon__finish(struct record_daemon *rd, int status, const char *cmd0
 	/* The daemon delivers what is pending (CMD's exit among it) before it stops. */
 	r = memprof_client__stop(rd->c, rd->id);
 	if (r < 0 && r != -EINVAL) {
-		fprintf(stderr, PFX "%s\n", memprof_client__errmsg(rd->c));
+		fprintf(stderr, PFX "%s%s: the trace '%s' may be incomplete\n",
+			memprof_client__errmsg(rd->c), r == -ECONNRESET || r == -ENOTCONN ||
+			r == -EPIPE ? " (memprofd went away while CMD ran)" : "", rd->out_path);
 		return r;
 	}
 	r = memprof_client__discard(rd->c, rd->id);

@@ -70,6 +70,16 @@ mode_is "alongside: uprobe recording" "$T/both-uprobe.ctf" uprobe
 ok "alongside: the uprobe recording probed allocator calls" \
 	grep -Eq " [1-9][0-9]* allocator calls probed" "$T/both-uprobe.err"
 
+# A child that ends with _exit() runs no destructor: the library reports its queued samples
+# in _exit itself. 10 blocks at rate 1 stay below a deferred batch (16), so without that none
+# would reach the trace.
+record exitq --preload -r 1 -o "$T/exitq.ctf" -- "$MP_BUILD/tests/workloads/follow_wl" fork 10 1000
+ok "_exit: exit status 0" [ "$rc" -eq 0 ]
+child=$(sed -n 's/^CHILD //p' "$T/exitq.out")
+n=$("$CHECK" info "$T/exitq.ctf.$child" 2>/dev/null |
+	sed -n 's/^site fw_site_child allocs=\([0-9]*\).*/\1/p')
+ok "_exit: the child's 10 queued samples are in its trace (${n:-none})" [ "${n:-0}" = 10 ]
+
 # A static executable ignores LD_PRELOAD: uprobes instead, and record says so.
 if [ -x "$WL/wl_alloc_static" ]; then
 	record static --preload -r 1e-3 -o "$T/static.ctf" -- "$WL/wl_alloc_static" sites
@@ -79,5 +89,5 @@ if [ -x "$WL/wl_alloc_static" ]; then
 	"$CHECK" sites "$T/static.ctf" "$T/static.out" wl_site_small wl_site_leak wl_site_realloc
 fi
 
-"$CHECK" strict "$T"/*.ctf "$T"/fork.ctf.*
+"$CHECK" strict "$T"/*.ctf "$T"/fork.ctf.* "$T"/exitq.ctf.*
 exit 0

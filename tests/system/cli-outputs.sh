@@ -9,7 +9,8 @@
 #  - report --pprof/--flamegraph write through a FIFO, "-" is standard output, and a full
 #    standard output is reported as such;
 #  - memprofd -s does not remove a file that is not a socket; attach to a thread id names its
-#    process; record's numbers are decimal; dump takes options after the trace.
+#    process; record's numbers are decimal; dump takes options after the trace;
+#  - memprofd killed while record --daemon runs: record says so and exits 1.
 . "$(dirname "$0")/lib-service.sh"
 svc_require
 WL=$MP_BUILD/tests/workloads
@@ -137,6 +138,24 @@ else
 fi
 kill "$WPID" 2>/dev/null
 wait "$WPID" 2>/dev/null
+
+# --- memprofd killed while record --daemon runs: an error and exit 1, not 0
+"$MEMPROFD" --socket "$T/bus2" --state-dir "$T/state3" --config "$MP_TMP/memprofd.conf" \
+	> "$T/killed.log" 2>&1 &
+KPID=$!
+wait_until 20 "$MEMPROFCTL" --socket "$T/bus2" status > /dev/null 2>&1
+timeout -k 5 60 "$MEMPROFCTL" --socket "$T/bus2" record --daemon -o "$T/killed.ctf" -- \
+	sh -c 'sleep 2' > /dev/null 2> "$T/killed.err" &
+RPID=$!
+sleep 1
+kill -KILL "$KPID"
+wait "$KPID" 2>/dev/null
+wait "$RPID"
+rc=$?
+sed 's/^/    [killed] /' "$T/killed.err"
+check "memprofd killed during record --daemon: exit 1" [ "$rc" = 1 ]
+check "memprofd killed during record --daemon: says so and names the trace" \
+	grep -q "memprofd went away.*killed.ctf" "$T/killed.err"
 
 # --- numbers and option order
 rec decimal --no-daemon --interval 0100 -o "$T/dec.ctf" -- true

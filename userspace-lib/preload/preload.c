@@ -146,6 +146,7 @@ static struct {
 	uint32_t batch;		/* allocs per memprof:flush (MEMPROF_BATCH), 0: immediate */
 	uint64_t next_id;	/* ids of sampled blocks (atomic) */
 	pthread_t main_thread;	/* whose stack ends at __libc_stack_end */
+	pid_t pid;		/* this process (set at start and in a fork child; not vfork) */
 } pl_g = { .env_rate = MEMPROF_PRELOAD_DEFAULT_RATE, .test_fd = -1,
 	    .batch = MEMPROF_PRELOAD_MAX_BATCH };
 
@@ -1586,7 +1587,8 @@ static void pl_atfork_child(void)
 	 * parent stream's next value into a new base, and reseed the only thread. Counters
 	 * start over for the new process; the table (and LIVE) is inherited with the heap.
 	 */
-	x = pl_g.seed_base ^ ((uint64_t)getpid() << 32) ^ (t->seeded ? pl_rng_next(&t->rng) : 0);
+	pl_g.pid = (pid_t)syscall(SYS_getpid);
+	x = pl_g.seed_base ^ ((uint64_t)pl_g.pid << 32) ^ (t->seeded ? pl_rng_next(&t->rng) : 0);
 	pl_g.seed_base = pl_splitmix64(&x);
 	pl_g.threads = 0;
 	pl_thread_seed(t);
@@ -1661,6 +1663,7 @@ __attribute__((constructor)) static void pl_init(void)
 	pl_usdt_site[2] = pl_find_usdt_site((void *)memprof_preload_free_batch_hook);
 	pl_usdt_site[3] = pl_find_usdt_site((void *)memprof_preload_flush_hook);
 	pl_g.main_thread = pthread_self();
+	pl_g.pid = (pid_t)syscall(SYS_getpid);
 	memprof_preload_config.pending = (uintptr_t)&pl_pending;
 	pthread_atfork(pl_atfork_prepare, NULL, pl_atfork_child);
 	__atomic_store_n(&pl_g.ready, true, __ATOMIC_RELEASE);
@@ -1678,3 +1681,24 @@ __attribute__((destructor)) static void pl_fini(void)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	pl_pending_flush(true);
 }
+
+/*
+ * _exit() and _Exit() run no destructor (a fork child's usual end, or a signal handler's): the
+ * queued samples and frees are reported first, or they would be lost with the process. Not in
+ * a vfork child: it runs on its parent's memory, so the queue is the parent's (its pid is not
+ * the one recorded, since vfork runs no atfork handler). Async-signal-safe as _exit is: a
+ * handler that interrupted this thread's own hold of the queue does not wait for it.
+ */
+PL_EXPORT void _exit(int status)
+{
+	if (__atomic_load_n(&pl_g.ready, __ATOMIC_ACQUIRE) &&
+	    (pid_t)syscall(SYS_getpid) == pl_g.pid) {
+		__atomic_store_n(&pl_g.exiting, true, __ATOMIC_RELEASE);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		pl_pending_flush(true);
+	}
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+PL_EXPORT void _Exit(int status) __attribute__((alias("_exit")));
