@@ -2273,7 +2273,7 @@ static int pl_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return (size_t)n == len ? 0 : -EIO;
 }
 
-int mp_bpf__preload_pull(struct mp_bpf *b, pid_t pid, void *buf, size_t len)
+int mp_bpf__preload_pull(struct mp_bpf *b, pid_t pid, void *buf, size_t len, bool last)
 {
 	struct target *t = target_find(b, pid);
 	struct mp_preload_batch_event *e = buf;
@@ -2301,14 +2301,14 @@ int mp_bpf__preload_pull(struct mp_bpf *b, pid_t pid, void *buf, size_t len)
 	err = pl_read(pid, t->pl_queue, &before, sizeof(before));
 	if (err)
 		return err;
-	/* Only a queue left as it was since the last look (a busy process sends its own), and
-	 * not taken already. */
-	if (!t->pl_seq_valid || before.seq != t->pl_seq || before.busy) {
+	/* Only a queue left as it was since the last look (a busy process sends its own), or
+	 * any queue not in use when this is the last look, and not taken already. */
+	if (!last && (!t->pl_seq_valid || before.seq != t->pl_seq || before.busy)) {
 		t->pl_seq = before.seq;
 		t->pl_seq_valid = !before.busy;
 		return 0;
 	}
-	if ((!before.qh.nalloc && !before.qh.nfree) ||
+	if (before.busy || (!before.qh.nalloc && !before.qh.nfree) ||
 	    (t->pl_pulled_valid && t->pl_pulled == before.seq))
 		return 0;
 	if (before.qh.nalloc > MP_PL_QUEUE_MAX || before.qh.nfree > MP_FREE_BATCH_MAX ||

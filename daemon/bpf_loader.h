@@ -13,6 +13,7 @@
 #ifndef MEMPROFD_BPF_LOADER_H
 #define MEMPROFD_BPF_LOADER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -96,8 +97,10 @@ int mp_bpf__preload_stats(struct mp_bpf *b, pid_t pid, uint64_t *out, size_t n);
  * engine ignores a preload id it tracks already, and a free of one it does not). Returns the
  * record's size, 0 when there is nothing to take (yet), -ENOENT unless @pid is in preload mode,
  * -EINVAL if @len is below sizeof(struct mp_preload_batch_event) + MP_PL_QUEUE_SIZE, -errno.
+ * @last: the process is held at its exit (it will not send the queue): take it whenever it is
+ * not in use, without waiting for a second look.
  */
-int mp_bpf__preload_pull(struct mp_bpf *b, pid_t pid, void *buf, size_t len);
+int mp_bpf__preload_pull(struct mp_bpf *b, pid_t pid, void *buf, size_t len, bool last);
 
 /* User-space counters of the loader. */
 struct mp_bpf_counters {

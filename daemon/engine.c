@@ -1584,26 +1584,31 @@ static void check_overhead(struct mp_engine *e, uint64_t now)
 #define MP_PULL_NS	200000000ull
 #define MP_PULL_BUF	(sizeof(struct mp_preload_batch_event) + MP_PL_QUEUE_SIZE)
 
+/* Take @pid's queue (mp_bpf__preload_pull(); @last: held at its exit) and handle it. */
+static void pull_queue(struct mp_engine *e, pid_t pid, bool last)
+{
+	int n;
+
+	if (!e->pull_buf && !(e->pull_buf = malloc(MP_PULL_BUF)))
+		return;
+	n = mp_bpf__preload_pull(e->bpf, pid, e->pull_buf, MP_PULL_BUF, last);
+	if (n > 0 && mp_preload_batch__expand(e->pull_buf, (size_t)n, &batch_ops, e, &e->batches))
+		e->drops[MP_DROP_MALFORMED]++;
+}
+
 static void pull_idle_queues(struct mp_engine *e, uint64_t now)
 {
 	if (!e->bpf || now < e->pull_next_ns)
 		return;
 	e->pull_next_ns = now + MP_PULL_NS;
-	if (!e->pull_buf && !(e->pull_buf = malloc(MP_PULL_BUF)))
-		return;
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		if (p->state == MP_PROFILE_DISCARDED)
 			continue;
 		for (struct mp_ptrace *t = p->list; t; t = t->next) {
-			int n;
-
 			if (t->exited || t->completed)
 				continue;
 			/* a second trace of the same process finds the queue taken */
-			n = mp_bpf__preload_pull(e->bpf, t->pid, e->pull_buf, MP_PULL_BUF);
-			if (n > 0 && mp_preload_batch__expand(e->pull_buf, (size_t)n, &batch_ops, e,
-							      &e->batches))
-				e->drops[MP_DROP_MALFORMED]++;
+			pull_queue(e, t->pid, false);
 		}
 	}
 }
@@ -2067,8 +2072,12 @@ void mp_engine__exiting(struct mp_engine *e, pid_t pid)
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		struct mp_ptrace *t = trace_find(p, pid);
 
-		if (t && !t->completed && t->mode == MP_PROC_MODE_PRELOAD)
+		if (t && !t->completed && t->mode == MP_PROC_MODE_PRELOAD) {
 			trace_update_mode(t);
+			/* killed (no destructor, no _exit): what the library still queues */
+			if (e->bpf)
+				pull_queue(e, pid, true);
+		}
 	}
 }
 

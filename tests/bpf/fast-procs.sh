@@ -80,6 +80,15 @@ n=$("$CHECK" info "$T/exitq.ctf.$child" 2>/dev/null |
 	sed -n 's/^site fw_site_child allocs=\([0-9]*\).*/\1/p')
 ok "_exit: the child's 10 queued samples are in its trace (${n:-none})" [ "${n:-0}" = 10 ]
 
+# Killed with samples queued (no destructor, no _exit): record holds it at its exit and takes
+# the library's queue from its memory.
+record killq --preload -r 1 -o "$T/killq.ctf" -- "$MP_BUILD/tests/workloads/follow_wl" kill 10 1000
+ok "SIGKILL: exit status 137" [ "$rc" -eq 137 ]
+n=$("$CHECK" info "$T/killq.ctf" 2>/dev/null |
+	sed -n 's/^site fw_site_alloc allocs=\([0-9]*\).*/\1/p')
+ok "SIGKILL: the 10 queued samples are in the trace (${n:-none})" [ "${n:-0}" = 10 ]
+ok "SIGKILL: the summary counts none undelivered" eval "! grep -q 'never reached' '$T/killq.err'"
+
 # A static executable ignores LD_PRELOAD: uprobes instead, and record says so.
 if [ -x "$WL/wl_alloc_static" ]; then
 	record static --preload -r 1e-3 -o "$T/static.ctf" -- "$WL/wl_alloc_static" sites

@@ -5,6 +5,7 @@
  * named fw_site_* (the checker counts allocations per site).
  *
  *	follow_wl alloc N SIZE           N blocks of SIZE bytes (fw_site_alloc), kept live
+ *	follow_wl kill N SIZE            the same, then SIGKILL to itself
  *	follow_wl fork N SIZE            the child allocates N blocks (fw_site_child) right after
  *	                                 fork; the parent waits and exits with its status.
  *	                                 Prints "CHILD <pid>".
@@ -136,6 +137,12 @@ int main(int argc, char **argv)
 			fw_site_alloc(size);
 		return 0;
 	}
+	if (argc >= 4 && !strcmp(argv[1], "kill")) {
+		for (long i = 0; i < n; i++)
+			fw_site_alloc(size);
+		raise(SIGKILL);
+		return 3;
+	}
 	if (argc >= 4 && !strcmp(argv[1], "fork"))
 		return do_fork(n, size);
 	if (argc >= 4 && !strcmp(argv[1], "thread-fork")) {
@@ -162,6 +169,7 @@ int main(int argc, char **argv)
 		fw_site_alloc(64);
 		return atoi(argv[2]);
 	}
-	fprintf(stderr, "usage: follow_wl alloc|fork|thread-fork|spawn N SIZE | signals | exit CODE\n");
+	fprintf(stderr, "usage: follow_wl alloc|kill|fork|thread-fork|spawn N SIZE | signals | "
+		"exit CODE\n");
 	return 2;
 }
