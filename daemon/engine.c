@@ -484,18 +484,45 @@ static void prewarm(struct mp_profile *p, pid_t pid)
 	}
 }
 
+/* A writer on @t's file, its trace-info packet (the process' image now) written. NULL + errno. */
+static struct memprof_writer *trace_writer_new(struct mp_ptrace *t)
+{
+	struct mp_profile *p = t->p;
+	struct memprof_trace_info info = { 0 };
+	struct memprof_writer_opts wo = { .sz = sizeof(wo) };
+	char exe[4096], path[64], ctx[1024];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)t->pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	if (n > 0)
+		exe[n] = '\0';
+	else
+		snprintf(exe, sizeof(exe), "%s", t->comm);
+	build_context(t, ctx, sizeof(ctx));
+	info.sample_rate = p->opts.rate;
+	info.word_size = 64;
+	info.executable_name = exe;
+	info.host_name = p->e->hostname;
+	info.runtime_params = "memprofd " MP_ENGINE_VERSION;
+	info.pid = (uint64_t)t->pid;
+	info.start_time_us = now_epoch_us();
+	info.context = ctx;
+	wo.version = p->opts.format_version;
+	wo.zstd_level = p->opts.zstd_level;
+	wo.real_verifier = 1;
+	return memprof_writer__new(t->fd, &info, &wo);
+}
+
 /* Create the trace of @pid in @p and write its trace-info packet. */
 static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
 {
 	struct mp_engine *e = p->e;
 	struct mp_ptrace *t = calloc(1, sizeof(*t));
-	struct memprof_trace_info info = { 0 };
-	struct memprof_writer_opts wo = { .sz = sizeof(wo) };
-	char exe[4096], path[4096], ctx[1024], comm[16];
 	const char *ext = p->opts.zstd_level > 0 ? ".ctf.zst" : ".ctf";
 	bool first = p->ntraces == 0, user_named = false;
+	char path[4096], comm[16];
 	struct mp_mapping_info mi;
-	ssize_t n;
 	int r;
 
 	if (!t) {
@@ -548,25 +575,7 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 		}
 	}
 
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-	n = readlink(path, exe, sizeof(exe) - 1);
-	if (n > 0)
-		exe[n] = '\0';
-	else
-		snprintf(exe, sizeof(exe), "%s", t->comm);
-	build_context(t, ctx, sizeof(ctx));
-	info.sample_rate = p->opts.rate;
-	info.word_size = 64;
-	info.executable_name = exe;
-	info.host_name = e->hostname;
-	info.runtime_params = "memprofd " MP_ENGINE_VERSION;
-	info.pid = (uint64_t)pid;
-	info.start_time_us = now_epoch_us();
-	info.context = ctx;
-	wo.version = p->opts.format_version;
-	wo.zstd_level = p->opts.zstd_level;
-	wo.real_verifier = 1;
-	t->w = memprof_writer__new(t->fd, &info, &wo);
+	t->w = trace_writer_new(t);
 	/* mp_engine__start() renames its traces into place once every process is attached */
 	if (t->w && !p->starting && trace_commit(t, err, err_len) < 0)
 		goto fail;
@@ -1169,6 +1178,31 @@ static void exec_collect_cb(void *ctx, struct mp_entry *en)
 	t->exec_collects++;
 }
 
+/*
+ * @t's process exec'd before anything of it was written (a fork child that execs at once, as a
+ * shell's do): its trace starts over, named after the new image, instead of keeping the
+ * name it had at fork. Only a regular file can start over; a failure completes the trace.
+ */
+static void trace_restart_at_exec(struct mp_ptrace *t)
+{
+	struct stat st;
+	int r;
+
+	if (t->completed || !t->w || t->samples || t->frees || t->unmatched || t->write_errors ||
+	    fstat(t->fd, &st) || !S_ISREG(st.st_mode))
+		return;
+	r = memprof_writer__close(t->w);
+	t->w = NULL;
+	if (!r && (ftruncate(t->fd, 0) || lseek(t->fd, 0, SEEK_SET) < 0))
+		r = -errno;
+	if (!r && !(t->w = trace_writer_new(t)))
+		r = -errno;
+	if (r < 0) {
+		trace_write_failed(t, r);
+		trace_complete(t);
+	}
+}
+
 /* Is @pid traced by a profile that still writes its trace? */
 static bool maps_followed(const struct mp_engine *e, pid_t pid)
 {
@@ -1225,6 +1259,7 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 			t->prev_len = 0;
 			if (strcmp(comm, "?"))
 				memcpy(t->comm, comm, sizeof(t->comm));
+			trace_restart_at_exec(t);
 		}
 		if (t && !t->completed && p->state == MP_PROFILE_SAMPLING)
 			attach = true;

@@ -32,6 +32,14 @@ counts=$(for f in "$T"/pipe.ctf.*; do allocs alloc "$f"; done | sort -n | tr '\n
 expect "pipeline: both commands' allocations" "50 100 " "$counts"
 expect "pipeline: none in sh's trace" 0 "$(allocs alloc "$T/pipe.ctf")"
 
+# a shell's children exec at once: their traces start over at the exec, named after the
+# image they run (rate 1e-6: no sample before the exec, which would keep the fork's header)
+record names -r 1e-6 -o "$T/names.ctf" -- sh -c "'$FW' alloc 10 1000; '$FW' alloc 10 1000"
+expect "shell children: exit status" 0 "$rc"
+exes=$(for f in "$T"/names.ctf.*; do "$CHECK" info "$f" | sed -n 's/^exe //p'; done | sort -u)
+expect "shell children: their traces name the exec'd image" "$FW" "$exes"
+ok "shell children: strict reads" "$CHECK" strict "$T"/names.ctf.*
+
 # an exec chain: the new image is traced from its first allocation, in the same trace
 record exec -r 1 -o "$T/exec.ctf" -- sh -c "exec '$FW' alloc 77 1000"
 expect "exec chain: exit status" 0 "$rc"
