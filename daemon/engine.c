@@ -1219,17 +1219,14 @@ static bool maps_followed(const struct mp_engine *e, pid_t pid)
  * @pid mapped objects (ld.so's link map changed: the libraries of a new image, dlopen): its
  * mappings are snapshotted again now. The symbolizer would re-read them on a miss, but not
  * within 100 ms of its last read, and the snapshot taken at exec holds no library yet: a short
- * program's samples in libc would all miss.
+ * program's samples in libc would all miss. (The unwinder follows the snapshot's generation.)
  */
 static void maps_changed(struct mp_engine *e, pid_t pid)
 {
-	struct mp_mapping_info mi;
-
-	if (!e->sym)
-		return;
-	mp_unwinder__forget(e->unw, pid);
-	mp_symbolizer__forget(e->sym, pid);
-	mp_symbolizer__mapping(e->sym, pid, 1, &mi);
+	/* re-read while it lives; a process gone by now keeps the snapshot it had (the events
+	 * still queued behind this one are resolved against it) */
+	if (e->sym)
+		mp_symbolizer__snapshot(e->sym, pid);
 }
 
 static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
