@@ -85,8 +85,9 @@ int mp_outfile__open(struct mp_outfile *o, const char *path, bool rdwr, mode_t m
 	*o = (struct mp_outfile){ .fd = -1 };
 	if (stat(path, &st) < 0)
 		return errno == ENOENT ? open_new(o, path, acc, mode) : -errno;
+	/* replaced only if it could have been written: a rename needs only the directory */
 	if (S_ISREG(st.st_mode))
-		return open_beside(o, path, &st, acc, mode);
+		return access(path, W_OK) ? -errno : open_beside(o, path, &st, acc, mode);
 	/* a device, FIFO or terminal as it is (a directory fails here: EISDIR) */
 	fd = open(path, acc);
 	if (fd < 0)

@@ -3,10 +3,10 @@
  * Output files named by the user (a trace's -o, report's --flamegraph/--pprof), opened so that
  * a failure leaves what was there before:
  *  - a name that does not exist is created (O_EXCL), and removed again on abort;
- *  - an existing regular file (through any symlinks) is written as a new file beside it,
- *    renamed over it at commit: until then the old file is intact, and an abort removes only
- *    the new one. When its directory is not writable, the file is truncated and written in
- *    place instead (it cannot be kept);
+ *  - an existing regular file (through any symlinks) that the caller may write is written as
+ *    a new file beside it, renamed over it at commit: until then the old file is intact, and
+ *    an abort removes only the new one. When its directory is not writable, the file is
+ *    truncated and written in place instead (it cannot be kept);
  *  - anything else that exists (a device such as /dev/null, a FIFO, a terminal) is opened as
  *    it is, never truncated, created or removed.
  * Internal to memprofd and memprofctl (not exported by libmemprof.so).

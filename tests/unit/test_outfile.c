@@ -152,6 +152,32 @@ static void test_fifo(void)
 	ASSERT_EQ(o.fd, -1, "no descriptor on failure");
 }
 
+/* As nobody: a file it may not write, in a directory it may: refused, left as it was. */
+static void test_not_writable(void)
+{
+	struct mp_outfile o;
+	int st = 0;
+
+	if (mkdir(at("rw"), 0777) || chmod(at("rw"), 0777) || (put(at("rw/f"), "old"), 0)) {
+		ASSERT_TRUE(false, "set up rw/f");
+		return;
+	}
+	chmod(at("rw/f"), 0644);
+	if (fork() == 0) {
+		if (setgid(65534) || setuid(65534))
+			_exit(77);
+		_exit(mp_outfile__open(&o, at("rw/f"), false, 0644) == -EACCES ? 0 : 1);
+	}
+	wait(&st);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+		printf("(not root: skipped the file it may not write)\n");
+	else
+		ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "refused with EACCES");
+	ASSERT_STREQ(get(at("rw/f")), "old", "left as it was");
+	unlink(at("rw/f"));
+	rmdir(at("rw"));
+}
+
 /* A file its owner may write, in a directory it may not: written in place. */
 static void test_unwritable_dir(void)
 {
@@ -196,6 +222,7 @@ int main(void)
 	RUN(test_existing);
 	RUN(test_symlink);
 	RUN(test_fifo);
+	RUN(test_not_writable);
 	RUN(test_unwritable_dir);
 	rmdir(dir);
 	return test_exit();
