@@ -172,9 +172,9 @@ int cmd_report(int argc, char **argv)
 		fprintf(stderr, "memprofctl report: --until is before --since\n");
 		return 2;
 	}
-	if (flame && pprof && !strcmp(flame, "-") && !strcmp(pprof, "-")) {
-		fprintf(stderr, "memprofctl report: --flamegraph and --pprof cannot both write to "
-			"standard output\n");
+	if ((flame && !strcmp(flame, "-")) + (pprof && !strcmp(pprof, "-")) + json > 1) {
+		fprintf(stderr, "memprofctl report: only one of --json, --flamegraph - and --pprof - "
+			"can write to standard output\n");
 		return 2;
 	}
 	o.progress = !quiet && isatty(STDERR_FILENO);

@@ -102,6 +102,8 @@ check "report --flamegraph -: the SVG on standard output, no report" \
 	eval "'$MEMPROFCTL' report -q --flamegraph - '$T/leak.ctf' | head -n 1 | grep -q '^<?xml'"
 check "report --pprof - --flamegraph -: usage error" \
 	eval "! '$MEMPROFCTL' report -q --pprof - --flamegraph - '$T/leak.ctf' 2>/dev/null"
+check "report --json --pprof -: usage error" \
+	eval "! '$MEMPROFCTL' report -q --json --pprof - '$T/leak.ctf' > /dev/null 2>&1"
 mknod "$T/full" c 1 7	# the full device of its own: /dev/full is the machine's
 "$MEMPROFCTL" report -q "$T/leak.ctf" > "$T/full" 2> "$T/full-stdout.err"
 check "report > a full device: exit 1" [ $? = 1 ]
