@@ -449,7 +449,8 @@ static int scenario_basic(void)
 	expect_alloc(pid, 10120, MP_KIND_MEMALIGN, MP_KIND_ALIGNED_ALLOC, "wl_family", true,
 		     MP_KIND_FREE, "memalign");
 	expect_alloc(pid, 10130, MP_KIND_VALLOC, 0, "wl_family", true, MP_KIND_FREE, "valloc");
-	expect_alloc(pid, 10140, MP_KIND_PVALLOC, 0, "wl_family", true, MP_KIND_FREE, "pvalloc");
+	/* pvalloc(10140): whole pages, 3 of them */
+	expect_alloc(pid, 12288, MP_KIND_PVALLOC, 0, "wl_family", true, MP_KIND_FREE, "pvalloc");
 	expect_alloc(pid, 10150, MP_KIND_REALLOCARRAY, 0, "wl_family", true, MP_KIND_FREE,
 		     "reallocarray");
 	expect_alloc(pid, (3u << 20) + 7 * 4096, MP_KIND_MMAP, 0, "wl_maps", true, MP_KIND_MUNMAP,

@@ -155,7 +155,7 @@ int main(int argc, char **argv)
 	free(p);
 	CHECK("free valloc", F(FREE, p));
 	p = pvalloc(100);
-	CHECK("pvalloc", A(PVALLOC, p, 100));
+	CHECK("pvalloc (a page: what the block holds)", A(PVALLOC, p, 4096));
 	free(p);
 	CHECK("free pvalloc", F(FREE, p));
 

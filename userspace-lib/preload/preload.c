@@ -1214,8 +1214,12 @@ PL_EXPORT void *valloc(size_t size)
 
 PL_EXPORT void *pvalloc(size_t size)
 {
-	if (unlikely(pl_sample_due(pl_words(size))))
-		return pl_memalign_slow(0, size, MEMPROF_PRELOAD_PVALLOC);
+	/* the block is whole pages: its size rounded up to them, at least one (as uprobe mode) */
+	size_t pages = size > SIZE_MAX - PL_PAGE ? size :
+		       size ? (size + PL_PAGE - 1) & ~(size_t)(PL_PAGE - 1) : PL_PAGE;
+
+	if (unlikely(pl_sample_due(pl_words(pages))))
+		return pl_memalign_slow(0, pages, MEMPROF_PRELOAD_PVALLOC);
 	return pl_next.pvalloc(size);
 }
 
