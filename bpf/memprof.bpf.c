@@ -994,9 +994,10 @@ static __always_inline struct tstate *entry_dispatch(struct pt_regs *ctx, __u64 
 	__u64 a1 = PT_REGS_PARM1(ctx), a2 = PT_REGS_PARM2(ctx), a3 = PT_REGS_PARM3(ctx);
 
 	switch (MP_COOKIE_SHAPE(cookie)) {
-	case MP_SHAPE_SIZE1:	/* malloc(size), operator new(size, ...), valloc, pvalloc */
-		/* pvalloc's block is whole pages: its size rounded up to them, at least one */
-		if (kind == MP_KIND_PVALLOC && a1 <= ~0ull - MP_PAGE_SIZE)
+	case MP_SHAPE_SIZE1:	/* malloc(size), operator new(size, ...), valloc */
+		return alloc_entry(ctx, kind, a1, true, 0);
+	case MP_SHAPE_PAGES:	/* pvalloc(size): the size rounded up to whole pages, one at least */
+		if (a1 <= ~0ull - MP_PAGE_SIZE)
 			a1 = a1 ? (a1 + MP_PAGE_SIZE - 1) & ~(__u64)(MP_PAGE_SIZE - 1) : MP_PAGE_SIZE;
 		return alloc_entry(ctx, kind, a1, true, 0);
 	case MP_SHAPE_SIZE2:	/* memalign(align, size), aligned_alloc(align, size) */

@@ -224,6 +224,7 @@ enum mp_shape {
 	MP_SHAPE_XALLOCX,	/* ptr, size, extra, flags; returns the block's real size */
 	MP_SHAPE_HEAP_CALLOC,	/* heap, n, size (mimalloc's mi_heap_calloc) */
 	MP_SHAPE_HEAP_REALLOC,	/* heap, ptr, size (mimalloc's mi_heap_realloc) */
+	MP_SHAPE_PAGES,		/* size in arg 1, the block whole pages (pvalloc) */
 	/* The loader's probes on its own process (daemon/bpf_loader.c), never on a target:
 	 * SELFTEST checks uprobe session semantics, CALIBRATE measures the cost of a probe hit
 	 * (kind 0: entry only, kind 1: entry and return). */

@@ -229,7 +229,7 @@ int cmd_attach(int argc, char **argv)
 	memprof_client_profile__free(p);
 	ret = 0;
 out:
-	mp_outfile__abort(&out);	/* after a commit: only frees the names */
+	mp_outfile__abort(&out);	/* after the commit: nothing left to remove */
 	free(pids);
 	memprof_client__free(cl);
 	return ret;

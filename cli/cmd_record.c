@@ -355,27 +355,10 @@ static void print_summary_json(struct mp_engine *e, struct mp_profile *p, const 
 	free(ps);
 }
 
-/* Traces that could not be written whole: an error each. True if there were any. */
-static bool report_write_errors(struct mp_profile *p)
+/* A trace that could not be written whole (mp_profile__write_failures()). */
+static void write_failure(void *ctx, const char *msg)
 {
-	size_t n = mp_profile__procs(p, NULL, 0);
-	struct mp_proc_stats *ps = calloc(n ? n : 1, sizeof(*ps));
-	bool any = false;
-
-	if (!ps)
-		return false;
-	n = mp_profile__procs(p, ps, n);
-	for (size_t i = 0; i < n; i++) {
-		if (!ps[i].write_errors)
-			continue;
-		fprintf(stderr, "memprofctl record: Failed to write trace '%s' of %s (pid %d): "
-			"%s; %" PRIu64 " writes lost, the trace is incomplete\n",
-			ps[i].trace_path ? ps[i].trace_path : "(fd)", ps[i].comm, (int)ps[i].pid,
-			strerror(ps[i].write_errno ? ps[i].write_errno : EIO), ps[i].write_errors);
-		any = true;
-	}
-	free(ps);
-	return any;
+	fprintf(stderr, "memprofctl record: %s\n", msg);
 }
 
 static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint64_t *base)
@@ -903,7 +886,7 @@ out_kill:
 			fprintf(stderr, "memprofctl record: '%s' was killed by signal %d (%s)\n",
 				o.cmd[0], WTERMSIG(st), strsignal(WTERMSIG(st)));
 		/* CMD succeeded but its profile did not: say so in the status too */
-		if (report_write_errors(p) && ret == 0)
+		if (mp_profile__write_failures(p, write_failure, NULL) && ret == 0)
 			ret = 1;
 	}
 	if (rd && running && record_daemon__finish(rd, reaped ? st : -1, o.cmd[0]) != 0 &&

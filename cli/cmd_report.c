@@ -88,7 +88,7 @@ int cmd_report(int argc, char **argv)
 	};
 	struct rp_options o = { .by = RP_BY_FUNCTION, .top = 20, .tail = 0.1, .points = 10 };
 	const char *flame = NULL, *pprof = NULL;
-	bool json = ctl.json, quiet = false;
+	bool json = ctl.json, quiet = false, flame_out, pprof_out;
 	struct rp_model *m;
 	char err[512];
 	int c, ret;
@@ -172,7 +172,9 @@ int cmd_report(int argc, char **argv)
 		fprintf(stderr, "memprofctl report: --until is before --since\n");
 		return 2;
 	}
-	if ((flame && !strcmp(flame, "-")) + (pprof && !strcmp(pprof, "-")) + json > 1) {
+	flame_out = flame && !strcmp(flame, "-");
+	pprof_out = pprof && !strcmp(pprof, "-");
+	if (flame_out + pprof_out + json > 1) {
 		fprintf(stderr, "memprofctl report: only one of --json, --flamegraph - and --pprof - "
 			"can write to standard output\n");
 		return 2;
@@ -217,7 +219,7 @@ int cmd_report(int argc, char **argv)
 		}
 	}
 	/* a flame graph or profile on stdout is the output */
-	if ((flame && !strcmp(flame, "-")) || (pprof && !strcmp(pprof, "-")))
+	if (flame_out || pprof_out)
 		ret = 0;
 	else
 		ret = json ? rp_print_json(m, stdout) : rp_print_text(m, stdout);

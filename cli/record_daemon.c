@@ -110,11 +110,10 @@ static int daemon_sync(void *ctx, pid_t pid, bool forked, char *err, size_t err_
 		return r;
 	}
 	r = mp_outfile__commit(&o);
+	close(o.fd);
 	if (r < 0)
 		snprintf(err, err_len, "Failed to rename the trace into '%s': %s", path,
 			 strerror(-r));
-	close(o.fd);
-	mp_outfile__done(&o);
 	return r < 0 ? r : 1;
 }
 
@@ -155,7 +154,6 @@ int record_daemon__start(struct record_daemon *rd, const struct mp_profile_opts 
 	}
 	close(out.fd);
 	r = mp_outfile__commit(&out);
-	mp_outfile__done(&out);
 	if (r < 0) {
 		fprintf(stderr, PFX "Failed to rename the trace into '%s': %s\n", o->out_path,
 			strerror(-r));

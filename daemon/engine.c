@@ -279,11 +279,6 @@ static void final_drops(const struct mp_ptrace *t, char *buf, size_t len)
 			 t->detached_reason);
 }
 
-/*
- * The trace-info packet is written first, so the final drop counts cannot be known then: the
- * context ends in a fixed-width field that completion overwrites in place with the counts
- * (same length, so the packet stays valid). Plain regular files only.
- */
 /* A write into @t's trace failed with @err (-errno): counted, the first error kept. */
 static void trace_write_failed(struct mp_ptrace *t, int err)
 {
@@ -293,6 +288,11 @@ static void trace_write_failed(struct mp_ptrace *t, int err)
 	t->p->e->drops[MP_DROP_WRITE]++;
 }
 
+/*
+ * The trace-info packet is written first, so the final drop counts cannot be known then: the
+ * context ends in a fixed-width field that completion overwrites in place with the counts
+ * (same length, so the packet stays valid). Plain regular files only.
+ */
 static void patch_context(struct mp_ptrace *t)
 {
 	char old[MP_CTX_DROPS_WIDTH + 1], new[MP_CTX_DROPS_WIDTH + 1], head[16384];
@@ -348,14 +348,8 @@ static void trace_unlink(struct mp_ptrace *t, const char *path)
 /* @t's file takes the name the user gave it (a file there until now is replaced). */
 static int trace_commit(struct mp_ptrace *t, char *err, size_t err_len)
 {
-	int r;
+	int r = mp_outfile__commit(&t->out);
 
-	if (!t->out.tmp) {
-		mp_outfile__done(&t->out);
-		return 0;
-	}
-	r = mp_outfile__commit(&t->out);
-	mp_outfile__done(&t->out);
 	if (r < 0) {
 		t->own_file = false;	/* the new file is gone, the old one left */
 		snprintf(err, err_len, "Failed to rename the trace into '%s': %s", t->path,
@@ -576,9 +570,6 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 	}
 
 	t->w = trace_writer_new(t);
-	/* mp_engine__start() renames its traces into place once every process is attached */
-	if (t->w && !p->starting && trace_commit(t, err, err_len) < 0)
-		goto fail;
 	if (!t->w) {
 		r = -errno;
 		snprintf(err, err_len, "Failed to start the trace of process %d in '%s': %s",
@@ -586,6 +577,9 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 			 strerror(-r));
 		goto fail;
 	}
+	/* mp_engine__start() renames its traces into place once every process is attached */
+	if (!p->starting && trace_commit(t, err, err_len) < 0)
+		goto fail;
 	/* Snapshot the process' mappings now, while it surely lives: its events may be
 	 * processed after it exited. */
 	if (e->sym) {
@@ -1962,6 +1956,25 @@ fail:
 	return r;
 }
 
+size_t mp_profile__write_failures(const struct mp_profile *p,
+				  void (*fn)(void *ctx, const char *msg), void *ctx)
+{
+	char msg[4096 + 256];	/* trace_new()'s paths are at most 4096 */
+	size_t n = 0;
+
+	for (const struct mp_ptrace *t = p->list; t; t = t->next) {
+		if (!t->write_errors)
+			continue;
+		snprintf(msg, sizeof(msg), "Failed to write the trace of %s (pid %d) to '%s': %s; %"
+			 PRIu64 " writes lost, the trace is incomplete", t->comm, (int)t->pid,
+			 t->path ? t->path : "the caller's file",
+			 strerror(t->write_err ? t->write_err : EIO), t->write_errors);
+		fn(ctx, msg);
+		n++;
+	}
+	return n;
+}
+
 int mp_engine__forget(struct mp_engine *e, struct mp_profile *p)
 {
 	if (p->state != MP_PROFILE_DISCARDED)
@@ -2024,7 +2037,6 @@ size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, 
 		s->drops = t->table_full + t->unmatched + t->stale + t->write_errors;
 		s->trace_path = t->path;
 		s->write_errors = t->write_errors;
-		s->write_errno = t->write_err;
 		s->live_nsamples = t->live_nsamples;
 		s->truncated_stacks = t->truncated;
 		s->exec_collects = t->exec_collects;

@@ -111,7 +111,6 @@ struct mp_proc_stats {
 	uint64_t drops;			/* events lost for this process (ring full, table full...) */
 	const char *trace_path;		/* may be NULL when written to a passed fd */
 	uint64_t write_errors;		/* events (and header patches) not written to the trace */
-	int write_errno;		/* why the first of them failed (0: none) */
 	/* Added: */
 	uint64_t live_nsamples;		/* Σ n over blocks not freed (at exit: live at exit) */
 	uint64_t truncated_stacks;	/* samples whose stack reached callstack_size */
@@ -170,6 +169,13 @@ int mp_profile__stop(struct mp_profile *p);
 int mp_profile__discard(struct mp_profile *p);
 /* Per-process figures: fills up to @max entries, returns how many processes there are. */
 size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, size_t max);
+
+/*
+ * For each trace of @p that could not be written whole (a full disk), @fn gets a line saying
+ * which, why (the first failure's errno) and how much was lost. Returns how many there were.
+ */
+size_t mp_profile__write_failures(const struct mp_profile *p,
+				  void (*fn)(void *ctx, const char *msg), void *ctx);
 /* Global drop/activity counters from BPF (enum mp_stat order). */
 int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n);
 

@@ -449,24 +449,12 @@ int svc_profile__discard(struct memprofd *d, struct svc_profile *sp, char *err, 
 	return 0;
 }
 
-/* Traces that could not be written whole (a full disk): once each, when they are complete. */
-static void log_write_errors(struct svc_profile *sp)
+/* A trace that could not be written whole (a full disk), logged once it is complete. */
+static void log_write_failure(void *ctx, const char *msg)
 {
-	size_t n = mp_profile__procs(sp->p, NULL, 0);
-	struct mp_proc_stats *ps = calloc(n ? n : 1, sizeof(*ps));
+	const struct svc_profile *sp = ctx;
 
-	if (!ps)
-		return;
-	n = mp_profile__procs(sp->p, ps, n);
-	for (size_t i = 0; i < n; i++)
-		if (ps[i].write_errors)
-			log_error("Profile %" PRIu32 ": failed to write the trace of process %d "
-				  "(%s) to '%s': %s; %" PRIu64 " writes lost, the trace is "
-				  "incomplete", sp->id, (int)ps[i].pid, ps[i].comm,
-				  ps[i].trace_path ? ps[i].trace_path : "the caller's file",
-				  strerror(ps[i].write_errno ? ps[i].write_errno : EIO),
-				  ps[i].write_errors);
-	free(ps);
+	log_error("Profile %" PRIu32 ": %s", sp->id, msg);
 }
 
 void svc_profile__state_changed(struct memprofd *d, struct svc_profile *sp)
@@ -476,7 +464,7 @@ void svc_profile__state_changed(struct memprofd *d, struct svc_profile *sp)
 	if (st != sp->last_state)
 		log_notice("Profile %" PRIu32 ": %s", sp->id, svc_state_name(st));
 	if (st != sp->last_state && st == MP_PROFILE_DISCARDED)
-		log_write_errors(sp);
+		mp_profile__write_failures(sp->p, log_write_failure, sp);
 	sp->last_state = st;
 	svc_profile__write_manifest(d, sp);
 	mp_bus_server__profile_changed(d->bus, sp);

@@ -1101,18 +1101,12 @@ int rp_write_output(const char *path, const void *data, size_t len)
 	err = write_all(o.fd, data, len);
 	if (!err && fsync(o.fd) && errno != EINVAL && errno != EROFS)
 		err = -errno;	/* a full disk may only say so here (not a FIFO, a device) */
-	if (err) {
-		mp_outfile__abort(&o);
-		return err;
-	}
-	if (close(o.fd))
+	if (close(o.fd) && !err)
 		err = -errno;
 	o.fd = -1;
 	if (err) {
 		mp_outfile__abort(&o);
 		return err;
 	}
-	err = mp_outfile__commit(&o);
-	mp_outfile__done(&o);
-	return err;
+	return mp_outfile__commit(&o);
 }

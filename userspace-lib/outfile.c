@@ -104,10 +104,7 @@ int mp_outfile__commit(struct mp_outfile *o)
 		err = -errno;
 		unlink(o->tmp);
 	}
-	free(o->tmp);
-	o->tmp = NULL;
-	free(o->created);
-	o->created = NULL;
+	mp_outfile__done(o);
 	return err;
 }
 

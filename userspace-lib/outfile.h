@@ -31,15 +31,16 @@ struct mp_outfile {
 int mp_outfile__open(struct mp_outfile *o, const char *path, bool rdwr, mode_t mode);
 
 /*
- * The output is complete enough to replace what was there: rename it into place. o->fd stays
- * open (the caller closes it). Returns 0 or -errno (the new file is removed then).
+ * The output is complete enough to replace what was there: rename it into place and forget
+ * the names (an abort after it only closes o->fd). o->fd stays open (the caller closes it).
+ * Returns 0 or -errno (the new file is removed then).
  */
 int mp_outfile__commit(struct mp_outfile *o);
 
 /* Give up: close o->fd (if >= 0) and remove what mp_outfile__open() created. */
 void mp_outfile__abort(struct mp_outfile *o);
 
-/* After a commit: free the names (o->fd is the caller's). */
+/* Forget the names without removing anything (o->fd is left to the caller). */
 void mp_outfile__done(struct mp_outfile *o);
 
 #endif

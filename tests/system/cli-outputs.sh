@@ -73,7 +73,7 @@ for mode in --no-daemon --daemon; do
 		"$T/full$mode.err"
 done
 check "full disk: memprofd's log names the trace and the cause" \
-	grep -q "failed to write the trace of process .*No space left on device" \
+	grep -q "Failed to write the trace of .*No space left on device" \
 	"$MP_TMP/memprofd.log"
 
 # --- exit with many sampled blocks live

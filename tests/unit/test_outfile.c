@@ -70,7 +70,6 @@ static void commit(struct mp_outfile *o)
 {
 	ASSERT_OK(mp_outfile__commit(o), "commit");
 	close(o->fd);
-	mp_outfile__done(o);
 }
 
 static void test_new_name(void)

@@ -1678,12 +1678,17 @@ __attribute__((constructor)) static void pl_init(void)
 }
 
 /* At exit: report what is pending; later frees (other destructors) are reported one by one. */
-__attribute__((destructor)) static void pl_fini(void)
+static void pl_exit_flush(void)
 {
 	__atomic_store_n(&pl_g.exiting, true, __ATOMIC_RELEASE);
 	/* Pairs with pl_free_report(): either it sees exiting, or this sees its id. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	pl_pending_flush(true);
+}
+
+__attribute__((destructor)) static void pl_fini(void)
+{
+	pl_exit_flush();
 }
 
 /*
@@ -1696,11 +1701,8 @@ __attribute__((destructor)) static void pl_fini(void)
 PL_EXPORT void _exit(int status)
 {
 	if (__atomic_load_n(&pl_g.ready, __ATOMIC_ACQUIRE) &&
-	    (pid_t)syscall(SYS_getpid) == pl_g.pid) {
-		__atomic_store_n(&pl_g.exiting, true, __ATOMIC_RELEASE);
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
-		pl_pending_flush(true);
-	}
+	    (pid_t)syscall(SYS_getpid) == pl_g.pid)
+		pl_exit_flush();
 	for (;;)
 		syscall(SYS_exit_group, status);
 }
