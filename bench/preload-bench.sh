@@ -1,7 +1,7 @@
 #!/bin/bash
 # Overhead of libmemprof-preload's fast path with no profile attached: paired runs, A (under
 # the preload) and B (plain) in turn, ratio taken pair by pair (median, min-max) and added ns
-# (median of A-B), as in uprobe-cost.md. Configurations:
+# (median of A-B), as in docs/probe-costs.md. Configurations:
 #   disarmed    LD_PRELOAD only: the countdown polls every 512 KiB, no hook is reached
 #   armed-512k  MEMPROF_ARM=1, rate 1/65536 (a sample every 512 KiB on average): the hook runs
 #               on samples but no probe is attached (its nop5 costs nothing)

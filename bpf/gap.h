@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1-or-later OR BSD-2-Clause) */
 /*
- * Geometric gaps between sample points without floating point (sampling-math.md), shared by the
+ * Geometric gaps between sample points without floating point (docs/sampling.md), shared by the
  * BPF programs and user space (tests/unit/test_gap.c runs this very code).
  *
  * A thread's countdown c is the number of words up to and including the next sample point:

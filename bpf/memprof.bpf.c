@@ -3,7 +3,7 @@
  * memprofd's kernel side: allocator uprobes (entry) and uretprobes (return) attached pid-filtered
  * by daemon/bpf_loader.c, plus fork/exec/exit tracepoints. The ABI is bpf/memprof.h.
  *
- * Per thread (task storage) we keep the countdown c of sampling-math.md and the state of the
+ * Per thread (task storage) we keep the countdown c of docs/sampling.md and the state of the
  * outermost allocator call in progress. An entry probe decides whether the block holds a sample
  * point (size is known there); the return probe emits the event (the address is known there) and
  * takes the user stack, which at return is complete: stack[0] is the return address into the
@@ -366,7 +366,7 @@ static __always_inline void hdr_fill(struct mp_event_hdr *h, __u32 type, __u64 p
 }
 
 /*
- * The sampling decision for a block of @size bytes (sampling-math.md): returns true when the
+ * The sampling decision for a block of @size bytes (docs/sampling.md): returns true when the
  * block holds the thread's next sample point, with *remaining = words after that point.
  */
 static __always_inline bool sample_block(struct tstate *st, const struct mp_proc_cfg *cfg,
@@ -1067,7 +1067,7 @@ int BPF_KRETPROBE(mp_ret, __u64 ret)
  * Linux 6.13+: entry and return of every allocator in one uprobe session program (attach type
  * BPF_TRACE_UPROBE_SESSION, loaded only when the kernel has them). Returning non-zero from the
  * entry half skips the return half: only calls that hold a sample point, or reallocs of a
- * sampled block, pay for a return probe (uprobe-cost.md: -1.0 us per malloc+free pair).
+ * sampled block, pay for a return probe (docs/probe-costs.md: -1.0 us per malloc+free pair).
  */
 SEC("uprobe")
 int BPF_KPROBE(mp_session)

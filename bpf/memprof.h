@@ -282,7 +282,7 @@ struct mp_proc_hits {
 
 /* Per-process configuration, written by the daemon: map "procs", key = tgid. */
 struct mp_proc_cfg {
-	__u64 gap_k;		/* 32.32 fixed point K = ln 2 / -ln(1 - rate) (sampling-math.md) */
+	__u64 gap_k;		/* 32.32 fixed point K = ln 2 / -ln(1 - rate) (docs/sampling.md) */
 	__u32 profile;		/* profile id, > 0 */
 	__u32 gen;		/* bumped when the rate changes: threads redraw their countdown */
 	__u32 flags;		/* MP_PROC_* */

@@ -18,7 +18,7 @@
  *
  * Probe placement (daemon/placement.h). A uprobe hit on an instruction the kernel emulates
  * (push of a 64-bit register, nop, the 5-byte nop, jmp/call/jcc rel) costs a trap, ~0.6-0.9 us
- * here; any other instruction is single-stepped out of line, 12-16 us (uprobe-cost.md table 3).
+ * here; any other instruction is single-stepped out of line, 12-16 us (docs/probe-costs.md).
  * So each allocator's probe goes on the first emulated instruction that every call we care
  * about reaches, provided nothing before it writes %rsp or an argument register the entry
  * program reads (only "transparent" instructions are skipped), no branch lands in the skipped
@@ -93,7 +93,7 @@
 #define MAX_OBJS_PER_PROC	512	/* executable objects scanned per process */
 #define MAX_OBJ_CACHE		1024	/* objects whose allocator symbols are cached */
 
-/* Probe cost when calibration fails (uprobe-cost.md, table 3: an emulated entry 0.76-0.95 us,
+/* Probe cost when calibration fails (docs/probe-costs.md: an emulated entry 0.76-0.95 us,
  * a return probe on top of it +0.5-0.8 us). */
 #define MP_DEFAULT_ENTRY_COST_NS	900
 #define MP_DEFAULT_RETURN_COST_NS	700

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * Where to put a uprobe in an allocator function (x86-64), so that the kernel emulates the probed
- * instruction instead of single-stepping it out of line (uprobe-cost.md: ~0.9 us per hit for an
+ * instruction instead of single-stepping it out of line (docs/probe-costs.md: ~0.9 us a hit for an
  * emulated `push %rbp`, 12-16 us for a single-stepped `test %rdi,%rdi` or `endbr64`).
  *
  * The rule, applied to the function's code from its first byte:

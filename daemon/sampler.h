@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The daemon half of the sampler (sampling-math.md): BPF decides that a block holds its first
+ * The daemon half of the sampler (docs/sampling.md): BPF decides that a block holds its first
  * sample point and reports r, the words after that point; the block then carries
  * n = 1 + Binomial(r, λ) samples, drawn here by counting geometric gaps that fit in r (the
  * statmemprof method). PRNG: xoshiro256** seeded with SplitMix64, so a run is reproducible

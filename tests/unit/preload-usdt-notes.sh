@@ -4,7 +4,7 @@
 # (0f 1f 44 00 00) so that Linux 6.18 optimises the uprobe; the config block is exported;
 # malloc's and free's unsampled paths stay a handful of instructions ending in a tail jump to
 # the next allocator (glibc's, or the program's own: one memory-indirect jmp through the
-# resolved pointer, as the -fno-plt GOT jump to __libc_malloc was; uprobe-cost.md table 4): no
+# resolved pointer, as the -fno-plt GOT jump to __libc_malloc was; docs/probe-costs.md): no
 # call, no stack frame, no lock, no mode test.
 . "$(dirname "$0")/preload.inc"
 

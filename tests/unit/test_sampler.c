@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* The daemon half of the sampler: binomial completion and geometric gaps (sampling-math.md). */
+/* The daemon half of the sampler: binomial completion and geometric gaps (docs/sampling.md). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>

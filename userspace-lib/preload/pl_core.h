@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The parts of libmemprof-preload that do not interpose anything: the per-thread PRNG, the
- * geometric/binomial draws of sampling-math.md, and the table of sampled addresses that frees
+ * geometric/binomial draws of docs/sampling.md, and the table of sampled addresses that frees
  * are checked against. Everything here is async-signal-safe (no locks, no allocation) so the
  * interposers can call it from any context. Unit-tested on its own
  * (tests/unit/test_preload_core.c).

@@ -2,7 +2,7 @@
 /*
  * libmemprof-preload: in-process sampling of allocated words, traps only on samples.
  * The ABI (USDT probes, semaphores, config block, environment) is documented in
- * <memprof/preload.h>; the statistics are those of docs/sampling-math: every word, including
+ * <memprof/preload.h>; the statistics are those of docs/sampling.md: every word, including
  * one header word per block, is a sample point with probability λ.
  *
  * Per thread we keep c = words left up to and including the next sample point, in
@@ -50,7 +50,7 @@
 /*
  * Make each probe site a 5-byte nop (0f 1f 44 00 00) instead of sdt.h's 1-byte nop: Linux
  * 6.18 optimises uprobes on exactly that instruction into a call to a trampoline (about
- * 0.6 µs instead of an int3 round trip; uprobe-cost.md table 3). sdt.h expands _SDT_NOP at
+ * 0.6 µs instead of an int3 round trip; docs/probe-costs.md). sdt.h expands _SDT_NOP at
  * the probe, so redefining it here is enough; ".nops 5" has no comma to upset its macros.
  */
 #undef _SDT_NOP
