@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
+#include "daemon/engine.h"
 #include "userspace-lib/outfile.h"
 
 static void attach_help(void)
@@ -112,7 +113,13 @@ int cmd_attach(int argc, char **argv)
 			o.stack_copy_size = v ? (int)v : -1;
 			break;
 		case 'd':
-			if (ctl_parse_duration(optarg, &o.duration_us) < 0) {
+			r = ctl_parse_duration(optarg, &o.duration_us);
+			if (r == -ERANGE) {
+				fprintf(stderr, "memprofctl attach: invalid duration '%s': from 1us to "
+					"366 days (%lluus)\n", optarg, MP_MAX_DURATION_US);
+				return 2;
+			}
+			if (r < 0) {
 				fprintf(stderr, "memprofctl attach: invalid duration '%s' (e.g. 30s, "
 					"500ms, 5m)\n", optarg);
 				return 2;

@@ -220,7 +220,7 @@ int ctl_parse_duration(const char *s, uint64_t *us)
 		if (!strcmp(end, units[i].suffix)) {
 			double x = v * units[i].mult;
 
-			if (x < 1 || x > 1e18)
+			if (x < 1 || x > (double)MP_MAX_DURATION_US)
 				return -ERANGE;
 			*us = (uint64_t)x;
 			return 0;

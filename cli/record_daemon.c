@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * `memprofctl record` through memprofd: see cli/record_daemon.h. The summary at exit is made of
- * the profile's Profile1 properties and of the daemon's counters (Manager1.Stats: their growth
- * during the recording, all processes of the host's profiles together).
+ * `memprofctl record` through memprofd: see cli/record_daemon.h. The summary at exit counts the
+ * processes of record's own profile only (its Profile1 properties); the daemon's counters
+ * (Manager1.Stats) are of all its profiles together, so their growth during the recording is
+ * shown apart, as such, and only when a loss counter grew.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +43,7 @@ static bool unreachable(int r)
 
 int record_daemon__open(enum record_daemon_mode mode, bool has_seed, struct record_daemon **ret)
 {
+	struct memprof_client_daemon *d = NULL;
 	struct record_daemon *rd;
 	int r;
 
@@ -70,6 +72,11 @@ int record_daemon__open(enum record_daemon_mode mode, bool has_seed, struct reco
 			" (--daemon: is memprofd running? --no-daemon records in-process)" : "");
 		return r;
 	}
+	/* Which daemon samples is never silent: the one at the default socket may be anyone's. */
+	memprof_client__daemon(rd->c, &d);
+	fprintf(stderr, PFX "recording through memprofd %s at '%s' (--no-daemon: in-process)\n",
+		d && d->version ? d->version : "(version unknown)", ctl.socket);
+	memprof_client_daemon__free(d);
 	*ret = rd;
 	return 0;
 }
@@ -214,6 +221,20 @@ static const char *trace_of(const struct record_daemon *rd, const struct memprof
 	return buf;
 }
 
+/* The sums over @p's processes of their counts. */
+static struct memprof_client_process profile_totals(const struct memprof_client_profile *p)
+{
+	struct memprof_client_process t = { 0 };
+
+	for (size_t i = 0; i < p->nprocs; i++) {
+		t.samples += p->procs[i].samples;
+		t.nsamples += p->procs[i].nsamples;
+		t.frees += p->procs[i].frees;
+		t.drops += p->procs[i].drops;
+	}
+	return t;
+}
+
 static void summary_json(const struct record_daemon *rd, const struct memprof_client_profile *p,
 			 const struct memprof_client_daemon *after, int status)
 {
@@ -221,6 +242,7 @@ static void summary_json(const struct record_daemon *rd, const struct memprof_cl
 	struct json_object *d = json_object_new_object();
 	const char *names[MP_STAT__MAX + MP_DROP__MAX];
 	size_t n = loss_names(names, sizeof(names) / sizeof(names[0]));
+	struct memprof_client_process t = profile_totals(p);
 	char buf[PATH_MAX + 16];
 
 	json_object_object_add(o, "status", json_object_new_int(status));
@@ -252,14 +274,14 @@ static void summary_json(const struct record_daemon *rd, const struct memprof_cl
 		json_object_array_add(a, j);
 	}
 	json_object_object_add(o, "processes", a);
+	/* This profile's processes only; the daemon's counters apart, named as such. */
+	json_object_object_add(o, "drops", json_object_new_uint64(t.drops));
+	json_object_object_add(o, "sampled", json_object_new_uint64(t.samples));
+	json_object_object_add(o, "samples", json_object_new_uint64(t.nsamples));
 	for (size_t i = 0; i < n; i++)
 		json_object_object_add(d, names[i], json_object_new_uint64(
 				       grown(rd->before, after, names[i])));
-	json_object_object_add(o, "drops", d);
-	json_object_object_add(o, "calls", json_object_new_uint64(
-			       grown(rd->before, after, mp_stat__name(MP_STAT_CALLS))));
-	json_object_object_add(o, "sampled", json_object_new_uint64(
-			       grown(rd->before, after, mp_stat__name(MP_STAT_SAMPLED))));
+	json_object_object_add(o, "daemon_drops", d);
 	fprintf(stderr, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
 							       JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);
@@ -270,6 +292,7 @@ static void summary_text(const struct record_daemon *rd, const struct memprof_cl
 {
 	const char *names[MP_STAT__MAX + MP_DROP__MAX];
 	size_t n = loss_names(names, sizeof(names) / sizeof(names[0]));
+	struct memprof_client_process t = profile_totals(p);
 	char buf[PATH_MAX + 16];
 	bool any = false;
 
@@ -294,19 +317,26 @@ static void summary_text(const struct record_daemon *rd, const struct memprof_cl
 			fprintf(stderr, PFX "%s (pid %d): sampled in-process by libmemprof-preload\n",
 				c->comm, (int)c->pid);
 	}
-	fprintf(stderr, PFX "drops:");
+	if (t.drops)
+		fprintf(stderr, PFX "drops: %" PRIu64 " events of these processes\n", t.drops);
+	else
+		fprintf(stderr, PFX "drops: none\n");
 	for (size_t i = 0; i < n; i++) {
 		uint64_t d = grown(rd->before, after, names[i]);
 
-		if (d) {
-			fprintf(stderr, " %s=%" PRIu64, names[i], d);
-			any = true;
-		}
+		if (!d)
+			continue;
+		if (!any)
+			fprintf(stderr, PFX "memprofd's losses while this ran, all its profiles "
+				"together:");
+		fprintf(stderr, " %s=%" PRIu64, names[i], d);
+		any = true;
 	}
-	fprintf(stderr, "%s", any ? "\n" : " none\n");
-	fprintf(stderr, PFX "%" PRIu64 " allocator calls probed, %" PRIu64 " sampled (memprofd "
-		"profile %" PRIu32 ")\n", grown(rd->before, after, mp_stat__name(MP_STAT_CALLS)),
-		grown(rd->before, after, mp_stat__name(MP_STAT_SAMPLED)), p->id);
+	if (any)
+		fprintf(stderr, "\n");
+	fprintf(stderr, PFX "%zu process(es): %" PRIu64 " samples in %" PRIu64 " blocks, %" PRIu64
+		" freed (memprofd profile %" PRIu32 ")\n", p->nprocs, t.nsamples, t.samples,
+		t.frees, p->id);
 }
 
 int record_daemon__finish(struct record_daemon *rd, int status, const char *cmd0)

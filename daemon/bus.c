@@ -27,7 +27,16 @@ struct bus_conn {
 	sd_bus *bus;
 	bool is_peer;			/* a client of the private socket */
 	uid_t uid;			/* its uid (SO_PEERCRED), for the per-user limit */
+	pid_t pid;
 	sd_event_source *reap;		/* deferred free after disconnect */
+	/*
+	 * Over MaxQueuedCalls (calls read but not answered, replies not yet written), a client
+	 * is not read: its bus is detached from the loop and only its socket's writability is
+	 * watched. The timer cuts it off when it has not come back under the limit in time.
+	 */
+	bool stalled;
+	sd_event_source *stall_io;
+	sd_event_source *stall_timer;
 	struct bus_conn *next;
 };
 
@@ -171,6 +180,11 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 			req->no_follow_forks = !b;
 		} else if (!strcmp(key, "duration_us")) {
 			r = read_opt(m, key, "t", &req->duration_us, error);
+			if (r >= 0 && req->duration_us > MP_MAX_DURATION_US)
+				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+							 "Invalid duration %" PRIu64 " us: at most %llu "
+							 "(366 days)", req->duration_us,
+							 MP_MAX_DURATION_US);
 		} else if (!strcmp(key, "format_version")) {
 			r = read_opt(m, key, "q", &req->format_version, error);
 		} else if (!strcmp(key, "zstd")) {
@@ -688,7 +702,13 @@ static void conn_free(struct bus_conn *c)
 	if (s->bus_conn == c)
 		s->bus_conn = NULL;
 	sd_event_source_disable_unref(c->reap);
-	sd_bus_flush_close_unref(c->bus);
+	sd_event_source_disable_unref(c->stall_io);
+	sd_event_source_disable_unref(c->stall_timer);
+	/* A stalled client does not read: flushing would wait for it. */
+	if (c->stalled)
+		sd_bus_close_unref(c->bus);
+	else
+		sd_bus_flush_close_unref(c->bus);
 	free(c);
 }
 
@@ -716,6 +736,102 @@ static int on_disconnected(sd_bus_message *m, void *userdata, sd_bus_error *erro
 	if (r < 0)
 		log_error("Failed to schedule freeing a control connection: %s", strerror(-r));
 	return 0;
+}
+
+/* ------------------------------------------------------------------ per-connection limits */
+
+static uint64_t conn_queued(struct bus_conn *c)
+{
+	uint64_t nr = 0, nw = 0;
+
+	sd_bus_get_n_queued_read(c->bus, &nr);
+	sd_bus_get_n_queued_write(c->bus, &nw);
+	return nr + nw;
+}
+
+static int on_stall_timeout(sd_event_source *es, uint64_t usec, void *userdata)
+{
+	struct bus_conn *c = userdata;
+
+	log_warning("Disconnecting the control client of uid %u (pid %d): %" PRIu64 " calls "
+		    "queued, over MaxQueuedCalls=%u, and it read none of its replies for %llu s",
+		    (unsigned int)c->uid, (int)c->pid, conn_queued(c), c->s->d->cfg.max_queued_calls,
+		    MP_STALL_TIMEOUT_US / 1000000);
+	conn_free(c);
+	return 0;
+}
+
+/* The client's socket takes data again (or it hung up): serve it again. */
+static int on_stall_io(sd_event_source *es, int fd, uint32_t revents, void *userdata)
+{
+	struct bus_conn *c = userdata;
+	int r;
+
+	c->stall_io = sd_event_source_disable_unref(c->stall_io);
+	c->stalled = false;
+	r = sd_bus_attach_event(c->bus, c->s->d->event, SD_EVENT_PRIORITY_NORMAL);
+	if (r < 0) {
+		log_error("Failed to serve the control client of uid %u (pid %d) again: %s",
+			  (unsigned int)c->uid, (int)c->pid, strerror(-r));
+		conn_free(c);
+	}
+	return 0;
+}
+
+/*
+ * Enforce MaxQueuedCalls on @c: over it, stop reading the client (sd-bus reads and dispatches
+ * whenever its sources fire, so they are detached) until its socket can take replies again;
+ * arm the cut-off the first time. Back under the limit, the cut-off is disarmed. Returns
+ * true when @c must not be processed now.
+ */
+static bool conn_check_limits(struct bus_conn *c)
+{
+	struct memprofd *d = c->s->d;
+	uint64_t n;
+	int r;
+
+	if (!c->is_peer || c->reap)
+		return c->reap != NULL;
+	if (c->stalled)
+		return true;
+	n = conn_queued(c);
+	if (n <= d->cfg.max_queued_calls) {
+		c->stall_timer = sd_event_source_disable_unref(c->stall_timer);
+		return false;
+	}
+	r = sd_bus_detach_event(c->bus);
+	if (r >= 0)
+		r = sd_event_add_io(d->event, &c->stall_io, sd_bus_get_fd(c->bus), EPOLLOUT,
+				    on_stall_io, c);
+	if (r >= 0 && !c->stall_timer)
+		r = sd_event_add_time_relative(d->event, &c->stall_timer, CLOCK_MONOTONIC,
+					       MP_STALL_TIMEOUT_US, 0, on_stall_timeout, c);
+	if (r < 0) {
+		log_error("Failed to hold back the control client of uid %u (pid %d), disconnecting "
+			  "it: %s", (unsigned int)c->uid, (int)c->pid, strerror(-r));
+		c->stalled = true;	/* no flush on close */
+		conn_free(c);
+		return true;
+	}
+	c->stalled = true;
+	log_debug("Control client of uid %u (pid %d) has %" PRIu64 " calls queued "
+		  "(MaxQueuedCalls=%u): not reading it until it reads its replies",
+		  (unsigned int)c->uid, (int)c->pid, n, d->cfg.max_queued_calls);
+	return true;
+}
+
+/*
+ * MaxQueuedBytes: what the kernel holds for a client that does not read is bounded by the
+ * socket's send buffer (sd-bus raises it to 8 MiB; the kernel doubles what it is given).
+ */
+static void set_send_buffer(int fd, unsigned int bytes)
+{
+	int v = (int)(bytes / 2);
+
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) < 0 &&
+	    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) < 0)
+		log_warning("Failed to set the send buffer of a control connection to %u bytes: %s",
+			    bytes, strerror(errno));
 }
 
 static struct bus_conn *conn_new(struct mp_bus_server *s, sd_bus *bus, bool is_peer)
@@ -806,6 +922,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userda
 		r = sd_bus_start(bus);
 	if (r < 0)
 		goto err;
+	set_send_buffer(sd_bus_get_fd(bus), s->d->cfg.max_queued_bytes);
 	c = conn_new(s, bus, true);
 	if (!c) {
 		r = -errno;
@@ -813,6 +930,7 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userda
 		goto err;
 	}
 	c->uid = uc.uid;
+	c->pid = uc.pid;
 	return 0;
 err:
 	log_error("Failed to set up a control connection: %s", strerror(-r));
@@ -826,16 +944,22 @@ err:
  * sd-bus dispatches one step per readiness event. A client that sends BEGIN and its first
  * call in one write (dbus-send --peer does) leaves that call in the connection's read
  * buffer when authentication completes, with nothing more to read on the socket: it would
- * wait forever. After each loop iteration, let every connection finish what it buffered.
+ * wait forever. After each loop iteration, let every connection finish what it buffered,
+ * within its limits (each step reads at most one call).
  */
 static int on_post(sd_event_source *es, void *userdata)
 {
 	struct mp_bus_server *s = userdata;
+	struct bus_conn *next;
 
-	for (struct bus_conn *c = s->conns; c; c = c->next)
-		for (int i = 0; i < 64 && !c->reap; i++)
-			if (sd_bus_process(c->bus, NULL) <= 0)
+	for (struct bus_conn *c = s->conns; c; c = next) {
+		next = c->next;	/* conn_check_limits() may free c */
+		for (int i = 0; i < 64 && !conn_check_limits(c); i++)
+			if (sd_bus_process(c->bus, NULL) <= 0) {
+				conn_check_limits(c);
 				break;
+			}
+	}
 	return 0;
 }
 

@@ -58,6 +58,9 @@ enum mp_unwind {
 const char *mp_unwind__name(enum mp_unwind u);		/* "auto", "fp", "dwarf" */
 int mp_unwind__parse(const char *s, enum mp_unwind *out);	/* 0 or -EINVAL */
 
+/* The longest duration a profile may ask for (one year, in µs): larger values are refused. */
+#define MP_MAX_DURATION_US	(366ULL * 24 * 3600 * 1000000)
+
 struct mp_profile_opts {
 	size_t sz;
 	double rate;		/* λ per word, (0, 1]; 0 = default 1e-4 */

@@ -90,6 +90,10 @@ void mp_config__defaults(struct mp_config *c)
 		.state_dir = strdup(MP_DEFAULT_STATE_DIR),
 		.max_profiles = MP_DEFAULT_MAX_PROFILES,
 		.max_clients = MP_DEFAULT_MAX_CLIENTS,
+		.max_queued_calls = MP_DEFAULT_MAX_QUEUED_CALLS,
+		.max_queued_bytes = MP_DEFAULT_MAX_QUEUED_BYTES,
+		.max_profiles_per_user = -1,
+		.root_profiles = -1,
 	};
 }
 
@@ -167,8 +171,23 @@ int mp_config__load(struct mp_config *c, const char *path, char *err, size_t err
 			r = parse_uint(v, 1, MP_MAX_CALLSTACK, &n.callstack_size);
 		} else if (!strcmp(k, "MaxProfiles")) {
 			r = parse_uint(v, 1, MP_HARD_MAX_PROFILES, &n.max_profiles);
+		} else if (!strcmp(k, "MaxProfilesPerUser")) {
+			unsigned int x;
+
+			r = parse_uint(v, 1, MP_HARD_MAX_PROFILES, &x);
+			n.max_profiles_per_user = (int)x;
+		} else if (!strcmp(k, "RootReservedProfiles")) {
+			unsigned int x;
+
+			r = parse_uint(v, 0, MP_HARD_MAX_PROFILES, &x);
+			n.root_profiles = (int)x;
 		} else if (!strcmp(k, "MaxClients")) {
 			r = parse_uint(v, 1, MP_HARD_MAX_CLIENTS, &n.max_clients);
+		} else if (!strcmp(k, "MaxQueuedCalls")) {
+			r = parse_uint(v, 1, MP_HARD_MAX_QUEUED_CALLS, &n.max_queued_calls);
+		} else if (!strcmp(k, "MaxQueuedBytes")) {
+			r = parse_uint(v, MP_MIN_QUEUED_BYTES, MP_HARD_MAX_QUEUED_BYTES,
+				       &n.max_queued_bytes);
 		} else if (!strcmp(k, "StateDirectory")) {
 			if (v[0] != '/') {
 				r = -EINVAL;
@@ -191,6 +210,11 @@ int mp_config__load(struct mp_config *c, const char *path, char *err, size_t err
 		snprintf(err, err_len, "%s: %s", path, strerror(-r));
 	}
 	fclose(f);
+	if (r == 0 && n.root_profiles >= 0 && (unsigned int)n.root_profiles >= n.max_profiles) {
+		snprintf(err, err_len, "%s: RootReservedProfiles=%d leaves no profile to other "
+			 "users (MaxProfiles=%u)", path, n.root_profiles, n.max_profiles);
+		r = -EINVAL;
+	}
 	if (r == 0 && !n.state_dir) {
 		snprintf(err, err_len, "Out of memory");
 		r = -ENOMEM;
@@ -289,12 +313,18 @@ static int on_reload(sd_event_source *es, const struct signalfd_siginfo *si, voi
 		if (!c.state_dir) {
 			log_error("Failed to reload the configuration: out of memory");
 		} else {
+			unsigned int per_user, reserve;
+
 			mp_config__done(&d->cfg);
 			d->cfg = c;
+			svc_profile__limits(&d->cfg, &per_user, &reserve);
 			log_notice("Reloaded configuration from '%s': DefaultRate=%g CallstackSize=%u "
-				   "StateDirectory=%s MaxProfiles=%u MaxClients=%u",
+				   "StateDirectory=%s MaxProfiles=%u MaxProfilesPerUser=%u "
+				   "RootReservedProfiles=%u MaxClients=%u MaxQueuedCalls=%u "
+				   "MaxQueuedBytes=%u",
 				   d->config_path, d->cfg.default_rate, d->cfg.callstack_size,
-				   d->cfg.state_dir, d->cfg.max_profiles, d->cfg.max_clients);
+				   d->cfg.state_dir, d->cfg.max_profiles, per_user, reserve,
+				   d->cfg.max_clients, d->cfg.max_queued_calls, d->cfg.max_queued_bytes);
 		}
 	}
 	sd_notify(0, "READY=1");

@@ -28,6 +28,12 @@
 #define MP_HARD_MAX_PROFILES	1024
 #define MP_DEFAULT_MAX_CLIENTS	64
 #define MP_HARD_MAX_CLIENTS	4096
+#define MP_DEFAULT_MAX_QUEUED_CALLS	64	/* per connection: calls read, replies unsent */
+#define MP_HARD_MAX_QUEUED_CALLS	65536
+#define MP_DEFAULT_MAX_QUEUED_BYTES	(1U << 20)	/* per connection: its socket's send buffer */
+#define MP_MIN_QUEUED_BYTES		(64U << 10)
+#define MP_HARD_MAX_QUEUED_BYTES	(64U << 20)
+#define MP_STALL_TIMEOUT_US	(5ULL * 1000000)	/* a client over them is cut off after */
 #define MP_MAX_START_PIDS	256	/* pids in one Start call */
 #define MP_KEEP_DISCARDED	32	/* discarded profiles kept listed */
 #define MP_FLUSH_INTERVAL_US	(5ULL * 1000000)	/* manifests and STATUS= refresh */
@@ -38,7 +44,13 @@ struct mp_config {
 	unsigned int callstack_size;	/* default for profiles that do not ask */
 	char *state_dir;
 	unsigned int max_profiles;	/* sampling + stopped profiles at once */
+	/* One uid's share of them, and how many only root may take; -1: derived from
+	 * max_profiles (svc_profile__limits()). */
+	int max_profiles_per_user;
+	int root_profiles;
 	unsigned int max_clients;	/* control connections at once */
+	unsigned int max_queued_calls;	/* per connection, see MP_DEFAULT_MAX_QUEUED_CALLS */
+	unsigned int max_queued_bytes;
 };
 
 /* One profile as the service sees it. */
@@ -152,6 +164,9 @@ const char *svc_state_name(enum mp_profile_state st);
  * named as the API and the manifests show them. Returns how many, or -errno. */
 #define SVC_MAX_COUNTERS	64
 int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_t max);
+/* The effective per-uid share and root's reserve of MaxProfiles under @c. */
+void svc_profile__limits(const struct mp_config *c, unsigned int *per_user,
+			 unsigned int *root_reserve);
 /* May @uid act on @sp (stop, discard)? root and the owner may. */
 bool svc_profile__may_control(const struct svc_profile *sp, uid_t uid);
 /* A snapshot of @sp's processes in a new array *@out (NULL when there are none; free() it).

@@ -187,14 +187,69 @@ void svc_profile__free_all(struct memprofd *d)
 	}
 }
 
-static unsigned int count_active(struct memprofd *d)
+/* Profiles sampling or stopped, all of them and those of @uid. */
+static unsigned int count_active(struct memprofd *d, uid_t uid, unsigned int *of_uid)
 {
 	unsigned int n = 0;
 
+	*of_uid = 0;
 	for (struct svc_profile *sp = d->profiles; sp; sp = sp->next)
-		if (mp_profile__state(sp->p) != MP_PROFILE_DISCARDED)
+		if (mp_profile__state(sp->p) != MP_PROFILE_DISCARDED) {
 			n++;
+			if (sp->owner_uid == uid)
+				(*of_uid)++;
+		}
 	return n;
+}
+
+/*
+ * As with MaxClients, one user may hold a quarter of MaxProfiles (at least one), and an eighth
+ * (at least one, none when MaxProfiles is 1) is kept for root, so that no user can lock out
+ * the others or the administrator.
+ */
+void svc_profile__limits(const struct mp_config *c, unsigned int *per_user,
+			 unsigned int *root_reserve)
+{
+	unsigned int max = c->max_profiles;
+
+	if (c->max_profiles_per_user >= 0)
+		*per_user = (unsigned int)c->max_profiles_per_user;
+	else
+		*per_user = max / 4 ? max / 4 : 1;
+	if (c->root_profiles >= 0)
+		*root_reserve = (unsigned int)c->root_profiles;
+	else
+		*root_reserve = max > 1 ? (max / 8 ? max / 8 : 1) : 0;
+	if (*root_reserve >= max)
+		*root_reserve = max - 1;
+}
+
+/* May @uid start one more profile? 0, or -ENOSPC with the limit it hit in @err. */
+static int check_profile_limits(struct memprofd *d, uid_t uid, char *err, size_t err_len)
+{
+	unsigned int per_user, reserve, mine, n = count_active(d, uid, &mine);
+
+	svc_profile__limits(&d->cfg, &per_user, &reserve);
+	if (n >= d->cfg.max_profiles) {
+		snprintf(err, err_len, "Too many profiles: %u are sampling or stopped (MaxProfiles=%u); "
+			 "discard one first", n, d->cfg.max_profiles);
+		return -ENOSPC;
+	}
+	if (uid == 0)
+		return 0;
+	if (mine >= per_user) {
+		snprintf(err, err_len, "Too many profiles of uid %u: %u are sampling or stopped "
+			 "(MaxProfilesPerUser=%u); discard one first", (unsigned int)uid, mine,
+			 per_user);
+		return -ENOSPC;
+	}
+	if (n >= d->cfg.max_profiles - reserve) {
+		snprintf(err, err_len, "Too many profiles: %u are sampling or stopped and the last %u "
+			 "of MaxProfiles=%u are kept for root (RootReservedProfiles)", n, reserve,
+			 d->cfg.max_profiles);
+		return -ENOSPC;
+	}
+	return 0;
 }
 
 /* Keep the newest MP_KEEP_DISCARDED discarded profiles listed; forget older ones. */
@@ -302,11 +357,9 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 			 (unsigned int)req->format_version);
 		return -EINVAL;
 	}
-	if (count_active(d) >= d->cfg.max_profiles) {
-		snprintf(err, err_len, "Too many profiles: %u are sampling or stopped (MaxProfiles=%u); "
-			 "discard one first", count_active(d), d->cfg.max_profiles);
-		return -ENOSPC;
-	}
+	r = check_profile_limits(d, req->uid, err, err_len);
+	if (r < 0)
+		return r;
 	for (size_t i = 0; i < req->npids; i++) {
 		r = svc_check_access(req->pids[i], req->uid, req->gid, err, err_len);
 		if (r < 0)

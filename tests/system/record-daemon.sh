@@ -49,6 +49,30 @@ sites threads
 check "traces written to the caller's files only (none under the state directory)" \
 	eval "[ -z \"\$(find '$STATE/profiles' -name '*.ctf*')\" ]"
 
+# --- record says which daemon it used, and its summary counts only CMD's processes, even while
+# another profile of the same daemon samples a busy process.
+FOREIGN=$(phases_start -- 20000 1000)
+FID=$(ctl attach -r 1 "$FOREIGN" | attach_id)
+rec busy -r 1 -o "$T/busy.ctf" -- sh -c "kill -USR1 $FOREIGN; sleep 1; exec '$WL/follow_wl' alloc 77 1000"
+check "record names the daemon it records through" \
+	grep -q "^memprofctl record: recording through memprofd [0-9.]* at '$SOCK'" "$T/busy.err"
+blocks_sum() { sed -n 's/^memprofctl record: .* (pid [0-9]*): [0-9]* samples in \([0-9]*\) blocks.*/\1/p' "$1" |
+	awk '{s += $1} END {print s + 0}'; }
+total=$(sed -n 's/^memprofctl record: [0-9]* process(es): [0-9]* samples in \([0-9]*\) blocks.*/\1/p' \
+	"$T/busy.err")
+check "summary: its total ($total blocks) is the sum of its processes' ($(blocks_sum "$T/busy.err"))" \
+	eval "[ -n '$total' ] && [ '$total' = '$(blocks_sum "$T/busy.err")' ]"
+check "  ... not the other profile's 20000 blocks" [ "${total:-99999}" -lt 20000 ]
+check "  ... which sampled meanwhile" wait_until 10 eval '[ "$(proc_field "$FID" samples)" -ge 20000 ]'
+"$MEMPROFCTL" --socket "$SOCK" --json record -r 1 -o "$T/busyj.ctf" -- \
+	sh -c "kill -USR2 $FOREIGN; sleep 0.5; kill -USR1 $FOREIGN; sleep 1; exec '$WL/follow_wl' alloc 77 1000" \
+	2> "$T/busyj.err" > /dev/null
+check "--json summary: sampled is its processes' blocks" /usr/bin/python3 -c '
+import json, sys
+d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+assert d["sampled"] == sum(p["blocks"] for p in d["processes"]) < 20000, d' "$T/busyj.err"
+ctl stop "$FID" > /dev/null && ctl discard "$FID" > /dev/null
+
 # --- listed while running; exit status is CMD's
 timeout -k 5 60 "$MEMPROFCTL" --socket "$SOCK" record -r 1e-3 -o "$T/running.ctf" -- \
 	sh -c 'sleep 2; exit 7' 2> "$T/running.err" &

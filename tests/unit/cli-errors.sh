@@ -75,6 +75,9 @@ expect "attach: rate not a number" 2 "^memprofctl attach: invalid rate 'abc'" \
 	-- "$CTL" attach -r abc 1
 expect "attach: bad duration" 2 "^memprofctl attach: invalid duration '60x'" \
 	-- "$CTL" attach --duration 60x 1
+expect "attach: duration over 366 days" 2 \
+	"^memprofctl attach: invalid duration '18446744073709551s': from 1us to 366 days" \
+	-- "$CTL" attach --duration 18446744073709551s 1
 expect "attach: callstack size 0" 2 "^memprofctl attach: invalid callstack size '0'" \
 	-- "$CTL" attach --callstack-size 0 1
 expect "attach: format version 4" 2 "^memprofctl attach: invalid format version '4'" \
