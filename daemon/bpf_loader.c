@@ -384,6 +384,9 @@ struct mp_bpf {
 	 * exit (memprofctl record's, ~40 ms); kept, they are shared with record's helper by then
 	 * and released after us. Nothing calls their functions again. */
 	struct target *self;
+	/* Records mp_bpf__consume_max() may still deliver (0: no limit). */
+	unsigned int budget;
+	bool budget_spent;
 };
 
 static void logf_(struct mp_bpf *b, int level, const char *fmt, ...)
@@ -722,6 +725,11 @@ static int rb_event(void *ctx, void *data, size_t size)
 	err = b->fn ? b->fn(b->ctx, data, size) : 0;
 	if (h->type == MP_EV_EXIT) /* after the callback, which may read the final count */
 		mp_bpf__proc_hits_del(b, h->pid);
+	if (!err && b->budget && !--b->budget) {
+		/* libbpf consumed this record already: it stops here, the rest stays queued */
+		b->budget_spent = true;
+		return -EAGAIN;
+	}
 	return err;
 }
 
@@ -971,9 +979,23 @@ int mp_bpf__fd(const struct mp_bpf *b)
 	return ring_buffer__epoll_fd(b->rb);
 }
 
+/* Everything pending now: the ring holds at most this many records (a header of 8 bytes and
+ * a record of at least struct mp_event_hdr), so a drain ends even while its producers (the
+ * caller's own allocations, if it were profiled) keep filling it. */
 int mp_bpf__consume(struct mp_bpf *b)
 {
-	return ring_buffer__consume(b->rb);
+	return mp_bpf__consume_max(b, MP_RINGBUF_SIZE / (8 + sizeof(struct mp_event_hdr)));
+}
+
+int mp_bpf__consume_max(struct mp_bpf *b, unsigned int max)
+{
+	int n;
+
+	b->budget = max;
+	b->budget_spent = false;
+	n = ring_buffer__consume(b->rb);
+	b->budget = 0;
+	return b->budget_spent ? (int)max : n;
 }
 
 /* libmemprof-preload (at the end of this file) */

@@ -1686,8 +1686,13 @@ static void check_exits(struct mp_engine *e, const struct epoll_event *evs, int 
  */
 int mp_engine__process(struct mp_engine *e)
 {
+	return mp_engine__process_max(e, 0);
+}
+
+int mp_engine__process_max(struct mp_engine *e, unsigned int max)
+{
 	struct epoll_event evs[32];
-	int n = mp_bpf__consume(e->bpf);
+	int n = max ? mp_bpf__consume_max(e->bpf, max) : mp_bpf__consume(e->bpf);
 	int nev = epoll_wait(e->epfd, evs, 32, 0);
 	bool timer = false;
 
@@ -1755,6 +1760,17 @@ static const char *unmapped_kind(pid_t pid)
 	if (flags & 0x00200000)	/* PF_KTHREAD */
 		return "a kernel thread";
 	return state == 'Z' ? "a zombie" : NULL;
+}
+
+/* The engine's own process: its allocations would feed the ring it drains, each record read
+ * making more (a livelock). memprofd's, or memprofctl record's. */
+static int refuse_self(pid_t pid, char *err, size_t err_len)
+{
+	if (pid != getpid())
+		return 0;
+	snprintf(err, err_len, "Process %d is the profiler itself: its allocations would feed the "
+		 "events it reads", (int)pid);
+	return -EPERM;
 }
 
 static int attach_pid(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
@@ -1866,6 +1882,9 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 			goto fail;
 		}
 		tgid = proc_tgid(pids[i]);
+		r = refuse_self(tgid > 0 ? tgid : pids[i], err, err_len);
+		if (r < 0)
+			goto fail;
 		if (tgid > 0 && tgid != pids[i]) {
 			/* /proc/TID exists too, unlisted: a thread id from top -H or a log */
 			snprintf(err, err_len, "%d is a thread of process %d: profile %d (a profile "
@@ -2207,6 +2226,9 @@ int mp_profile__sync_pid(struct mp_profile *p, pid_t pid, int out_fd, char *err,
 		err_len = sizeof(dummy);
 	}
 	err[0] = '\0';
+	r = refuse_self(pid, err, err_len);
+	if (r < 0)
+		return r;
 	/* its FORK record, if still pending, creates its trace on @out_fd directly */
 	e->sync_pid = out_fd >= 0 ? pid : 0;
 	e->sync_fd = out_fd;

@@ -141,8 +141,12 @@ struct mp_engine *mp_engine__new(const struct mp_engine_opts *opts);
 void mp_engine__free(struct mp_engine *e);
 
 int mp_engine__fd(const struct mp_engine *e);
-/* Consume all pending events. Returns the number processed or -errno. */
+/* Consume the events pending now (mp_bpf__consume()). Returns the number processed or -errno. */
 int mp_engine__process(struct mp_engine *e);
+/* The same with at most @max ring-buffer records (0: as above): an event loop calls this when
+ * the fd is readable and comes back while it stays readable, serving its other sources
+ * between the rounds however fast the ring fills. */
+int mp_engine__process_max(struct mp_engine *e, unsigned int max);
 /* Called whenever a profile changes state by itself (all processes exited, duration ran out). */
 void mp_engine__on_state(struct mp_engine *e, mp_profile_state_fn fn, void *ctx);
 

@@ -225,7 +225,7 @@ void memprofd__update_status(struct memprofd *d)
 static int on_engine(sd_event_source *es, int fd, uint32_t revents, void *userdata)
 {
 	struct memprofd *d = userdata;
-	int r = mp_engine__process(d->engine);
+	int r = mp_engine__process_max(d->engine, MP_RING_BUDGET);
 
 	if (r < 0)
 		log_error("Failed to process BPF events: %s", strerror(-r));
