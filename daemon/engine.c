@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1689,10 +1690,10 @@ int mp_engine__process(struct mp_engine *e)
 	return mp_engine__process_max(e, 0);
 }
 
-int mp_engine__process_max(struct mp_engine *e, unsigned int max)
+int mp_engine__process_max(struct mp_engine *e, uint64_t max_ns)
 {
 	struct epoll_event evs[32];
-	int n = max ? mp_bpf__consume_max(e->bpf, max) : mp_bpf__consume(e->bpf);
+	int n = max_ns ? mp_bpf__consume_max(e->bpf, UINT_MAX, max_ns) : mp_bpf__consume(e->bpf);
 	int nev = epoll_wait(e->epfd, evs, 32, 0);
 	bool timer = false;
 

@@ -143,10 +143,11 @@ void mp_engine__free(struct mp_engine *e);
 int mp_engine__fd(const struct mp_engine *e);
 /* Consume the events pending now (mp_bpf__consume()). Returns the number processed or -errno. */
 int mp_engine__process(struct mp_engine *e);
-/* The same with at most @max ring-buffer records (0: as above): an event loop calls this when
- * the fd is readable and comes back while it stays readable, serving its other sources
- * between the rounds however fast the ring fills. */
-int mp_engine__process_max(struct mp_engine *e, unsigned int max);
+/* The same for about @max_ns at most (0: as above): an event loop calls this when the fd is
+ * readable and comes back while it stays readable, serving its other sources between the
+ * rounds however fast the ring fills; a read-only call (status) that wants current counts
+ * without waiting long for them too. */
+int mp_engine__process_max(struct mp_engine *e, uint64_t max_ns);
 /* Called whenever a profile changes state by itself (all processes exited, duration ran out). */
 void mp_engine__on_state(struct mp_engine *e, mp_profile_state_fn fn, void *ctx);
 

@@ -31,9 +31,9 @@
 #define MP_MAX_START_PIDS	256	/* pids in one Start call */
 #define MP_KEEP_DISCARDED	32	/* discarded profiles kept listed */
 #define MP_FLUSH_INTERVAL_US	(5ULL * 1000000)	/* manifests and STATUS= refresh */
-/* Ring-buffer records handled per wakeup of the loop (~1 ms of engine work) before signals,
- * calls and timers get their turn. */
-#define MP_RING_BUDGET		8192
+/* Time given to ring-buffer records per wakeup of the loop, and before the answer to a
+ * read-only call, before signals, calls and timers get their turn. */
+#define MP_RING_SLICE_NS	(20 * 1000000ULL)
 
 /* /etc/memprofd.conf, see memprofd(8). Command-line options override it. */
 struct mp_config {

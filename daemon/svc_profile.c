@@ -479,7 +479,8 @@ int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_
 	size_t n = 0;
 	int r;
 
-	mp_engine__process(d->engine);	/* records not yet read, as in svc_profile__procs() */
+	/* records not yet read, as in svc_profile__procs() */
+	mp_engine__process_max(d->engine, MP_RING_SLICE_NS);
 	r = mp_engine__stats(d->engine, bpf, MP_STAT__MAX);
 	if (r < 0)
 		return r;
@@ -499,8 +500,9 @@ int svc_profile__procs(const struct svc_profile *sp, struct mp_proc_stats **out)
 {
 	size_t n, m;
 
-	/* alloc/free records wake the engine in batches (engine.c, MP_FLUSH_NS): read them */
-	mp_engine__process(sp->d->engine);
+	/* alloc/free records wake the engine in batches (engine.c, MP_FLUSH_NS): read them, for a
+	 * while at most (a storm of forks, each attached, must not hold the answer) */
+	mp_engine__process_max(sp->d->engine, MP_RING_SLICE_NS);
 	n = mp_profile__procs(sp->p, NULL, 0);
 	*out = NULL;
 	if (!n)
