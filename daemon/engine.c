@@ -679,6 +679,8 @@ static void proc_cfg(const struct mp_profile *p, struct mp_proc_cfg *cfg)
 		cfg->flags |= MP_PROC_SAMPLING;
 	if (!p->opts.no_follow_forks)
 		cfg->flags |= MP_PROC_FOLLOW_FORKS;
+	if (!p->opts.owner_uid)
+		cfg->flags |= MP_PROC_PRIVILEGED;	/* root's: exec_check() lets it through */
 }
 
 /*
@@ -1224,6 +1226,38 @@ static void maps_changed(struct mp_engine *e, pid_t pid)
 		mp_symbolizer__snapshot(e->sym, pid);
 }
 
+static void proc_detach(struct mp_ptrace *t, const char *why, const char *fallback);
+
+/*
+ * ptrace's rule at exec: a profile whose owner is not root keeps a process only if the owner
+ * may still profile it (same credentials, dumpable), and never into an image that raised its
+ * privileges (@secure: BPF stopped sampling it at the exec already, so none of its samples are
+ * in the ring). Otherwise its trace is completed and its probes go.
+ */
+static void exec_check(struct mp_engine *e, pid_t pid, bool secure)
+{
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		struct mp_ptrace *t = trace_find(p, pid);
+		char why[512] = "";
+		int r = 0;
+
+		if (!t || t->completed || t->detached_reason || p->state == MP_PROFILE_DISCARDED ||
+		    !p->opts.owner_uid)
+			continue;
+		if (e->opts.exec_check)
+			r = e->opts.exec_check(e->opts.exec_check_ctx, pid, p->opts.owner_uid,
+					       p->opts.owner_gid, secure, why, sizeof(why));
+		else if (secure)
+			r = -EPERM;
+		if (r >= 0)
+			continue;
+		if (!why[0])
+			snprintf(why, sizeof(why), "process %d exec'd a program with more privileges "
+				 "(set-id or file capabilities)", (int)pid);
+		proc_detach(t, why, "exec'd a program its profile's owner may not profile");
+	}
+}
+
 static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 {
 	pid_t pid = (pid_t)ev->h.pid;
@@ -1234,6 +1268,7 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 	/* The old image's blocks are gone: collect them ("freed by exec"), in every profile
 	 * that holds some. The trace goes on with the new image. */
 	mp_entries__drain(e->entries, pid, NULL, exec_collect_cb, &c);
+	exec_check(e, pid, ev->exit_code & MP_EXEC_F_SECURE);
 	if (e->sym) {
 		struct mp_mapping_info mi;
 
@@ -1526,19 +1561,15 @@ void mp_engine__on_state(struct mp_engine *e, mp_profile_state_fn fn, void *ctx)
  * is detached: its probes are removed, its trace is completed (live blocks stay uncollected,
  * the context says why) and mp_proc_stats.detached_reason tells the user.
  */
-static void overhead_detach(struct mp_ptrace *t, double pct, uint64_t hits, uint64_t dt_ns)
+static void proc_detach(struct mp_ptrace *t, const char *why, const char *fallback)
 {
 	struct mp_profile *p = t->p;
-	char why[256];
 
-	snprintf(why, sizeof(why),
-		 "probe overhead %.1f%% of a CPU (%" PRIu64 " probe hits in %.2f s) exceeded "
-		 "the budget of %g%%", pct, hits, (double)dt_ns / 1e9, p->opts.max_overhead_pct);
 	t->detached_reason = strdup(why);
 	if (!t->detached_reason)
-		t->detached_reason = strdup("probe overhead exceeded the budget");
+		t->detached_reason = strdup(fallback);
 	if (!t->detached_reason)
-		return; /* try again at the next window */
+		return; /* overhead: try again at the next window */
 	/* Probes go (their links close in the background, a while); until then BPF ignores the
 	 * process' hits, and still reports its exit, when it leaves the "procs" map. */
 	if (p->e->bpf) {
@@ -1553,6 +1584,16 @@ static void overhead_detach(struct mp_ptrace *t, double pct, uint64_t hits, uint
 	}
 	trace_complete(t);
 	profile_proc_exited(p);
+}
+
+static void overhead_detach(struct mp_ptrace *t, double pct, uint64_t hits, uint64_t dt_ns)
+{
+	char why[256];
+
+	snprintf(why, sizeof(why),
+		 "probe overhead %.1f%% of a CPU (%" PRIu64 " probe hits in %.2f s) exceeded "
+		 "the budget of %g%%", pct, hits, (double)dt_ns / 1e9, t->p->opts.max_overhead_pct);
+	proc_detach(t, why, "probe overhead exceeded the budget");
 }
 
 static void check_overhead(struct mp_engine *e, uint64_t now)

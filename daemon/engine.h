@@ -37,6 +37,14 @@ struct mp_engine_opts {
 	/* Added: where traces go when a profile names neither out_path nor out_dir;
 	 * NULL = the current directory. */
 	const char *default_dir;
+	/* Added: may the owner (@uid, @gid) of a profile other than root's go on profiling
+	 * process @pid, which has just exec'd (@secure: into an image with other credentials or
+	 * capabilities, MP_EXEC_F_SECURE)? 0, or -errno with a message in @err: the process is
+	 * detached, its trace completed, the message its mp_proc_stats.detached_reason. NULL:
+	 * only @secure execs are refused. */
+	int (*exec_check)(void *ctx, pid_t pid, uid_t uid, gid_t gid, bool secure, char *err,
+			  size_t err_len);
+	void *exec_check_ctx;
 };
 
 /*

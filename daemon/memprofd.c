@@ -497,6 +497,7 @@ int main(int argc, char **argv)
 
 	eopts.seed = d.seed;
 	eopts.has_seed = d.has_seed;
+	eopts.exec_check = svc_exec_check;
 	d.engine = mp_engine__new(&eopts);
 	if (!d.engine) {
 		log_error("Failed to load the BPF programs: %s%s", strerror(errno),

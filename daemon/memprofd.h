@@ -129,6 +129,10 @@ struct svc_start_req {
  * returns -errno and writes one sentence to @err naming what failed (and the PID).
  */
 int svc_check_access(pid_t pid, uid_t uid, gid_t gid, char *err, size_t err_len);
+/* mp_engine_opts.exec_check: svc_check_access() again at every exec of a process profiled for
+ * another user than root, refusing set-id images outright; logs what it refuses. */
+int svc_exec_check(void *ctx, pid_t pid, uid_t uid, gid_t gid, bool secure, char *err,
+		   size_t err_len);
 int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 		       struct svc_profile **out, char *err, size_t err_len);
 /*

@@ -121,6 +121,25 @@ int svc_check_access(pid_t pid, uid_t uid, gid_t gid, char *err, size_t err_len)
 	return 0;
 }
 
+int svc_exec_check(void *ctx, pid_t pid, uid_t uid, gid_t gid, bool secure, char *err,
+		   size_t err_len)
+{
+	int r = -EPERM;
+
+	(void)ctx;
+	if (secure)
+		snprintf(err, err_len, "process %d exec'd a program with more privileges (set-id "
+			 "or file capabilities); only root may profile it", (int)pid);
+	else
+		r = svc_check_access(pid, uid, gid, err, err_len);
+	if (r == -ESRCH)
+		return 0;	/* gone: its exit completes the trace */
+	if (r < 0)
+		log_notice("No longer profiling process %d for uid %u after its exec: %s", (int)pid,
+			   (unsigned int)uid, err);
+	return r;
+}
+
 struct svc_profile *svc_profile__find(struct memprofd *d, uint32_t id)
 {
 	for (struct svc_profile *sp = d->profiles; sp; sp = sp->next)
