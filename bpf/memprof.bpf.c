@@ -1152,7 +1152,8 @@ int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	__u32 tgid = ids >> 32, other = (__u32)old_pid != p->pid ? (__u32)old_pid : 0;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
 	struct tstate *st = bpf_task_storage_get(&tstates, p, 0, 0);
-	__u64 now;
+	struct mp_proc_cfg ccfg;
+	__u64 now, secure;
 
 	/* A non-leader thread took the leader's tid: forget its ids (mp_thread_ids()). */
 	if (st)
@@ -1162,11 +1163,23 @@ int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 		other = 0;
 	if (!cfg)
 		return 0;
+	/* An image with more privileges than its profile's owner may see (ptrace's rule: a
+	 * set-id or file-capability program, AT_SECURE): not one of its allocations is sampled,
+	 * from here on, until the daemon has read this record and detached the process. */
+	secure = BPF_CORE_READ_BITFIELD_PROBED(bprm, secureexec);
+	if (secure && !(cfg->flags & MP_PROC_PRIVILEGED)) {
+		ccfg = *cfg;
+		ccfg.flags &= ~(MP_PROC_SAMPLING | MP_PROC_FOLLOW_FORKS);
+		ccfg.flags |= MP_PROC_DETACHED;
+		bpf_map_update_elem(&procs, &tgid, &ccfg, BPF_EXIST);
+		__sync_fetch_and_add(&mp_procs_epoch, 1);	/* thread_cfg() */
+	}
 	/* A new image: sampled entries of the old one no longer match frees. The event's time is
 	 * the new incarnation, so the loader purges entries older than it. */
 	now = bpf_ktime_get_ns();
 	bpf_map_update_elem(&pstate, &tgid, &now, BPF_ANY);
-	return emit_proc(MP_EV_EXEC, tgid, (__u32)ids, cfg->profile, other, 0);
+	return emit_proc(MP_EV_EXEC, tgid, (__u32)ids, cfg->profile, other,
+			 secure ? MP_EXEC_F_SECURE : 0);
 }
 
 SEC("tp_btf/sched_process_exit")

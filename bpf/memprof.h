@@ -299,6 +299,15 @@ struct mp_proc_cfg {
 						 * probe hits do nothing; exit still reported */
 #define MP_PROC_PRELOAD		(1u << 3)	/* profiled through libmemprof-preload (set by
 						 * the loader): uprobe hits are ignored */
+#define MP_PROC_PRIVILEGED	(1u << 8)	/* the profile's owner may profile any image
+						 * (root): an exec that raises privileges
+						 * goes on sampling */
+
+/* mp_proc_event.exit_code of an MP_EV_EXEC record */
+#define MP_EXEC_F_SECURE	(1u << 0)	/* the new image runs with other credentials or
+						 * capabilities (set-id, file caps, AT_SECURE):
+						 * without MP_PROC_PRIVILEGED, BPF marked the
+						 * process MP_PROC_DETACHED at the exec */
 
 /* Drop and activity counters: per-CPU array "stats", indexed by enum mp_stat. */
 enum mp_stat {

@@ -384,6 +384,10 @@ struct mp_bpf {
 	 * exit (memprofctl record's, ~40 ms); kept, they are shared with record's helper by then
 	 * and released after us. Nothing calls their functions again. */
 	struct target *self;
+	/* Records mp_bpf__consume_max() may still deliver (0: no limit), and until when. */
+	unsigned int budget;
+	uint64_t until_ns;
+	bool budget_spent;
 };
 
 static void logf_(struct mp_bpf *b, int level, const char *fmt, ...)
@@ -534,6 +538,36 @@ static void target_destroy(struct target *t)
 	free(t);
 }
 
+/*
+ * Destroy the targets of list @t together: the links of all of them at once, so that their
+ * closes share grace periods. One target at a time (a few links each) let a fork/exec storm's
+ * exited processes pile up their links faster than ~25 a second went: 2800 fds in 20 s.
+ */
+static void targets_destroy(struct target *t)
+{
+	struct plink *all;
+	struct target *next;
+	size_t n = 0;
+
+	for (struct target *i = t; i; i = i->next)
+		n += i->nlinks;
+	all = t && t->next ? calloc(n ? n : 1, sizeof(*all)) : NULL;
+	if (all) {
+		n = 0;
+		for (struct target *i = t; i; i = i->next) {
+			memcpy(all + n, i->links, i->nlinks * sizeof(*all));
+			n += i->nlinks;
+			i->nlinks = 0;
+		}
+		links_destroy(all, n);
+		free(all);
+	}
+	for (; t; t = next) {
+		next = t->next;
+		target_destroy(t);
+	}
+}
+
 static void *reaper_run(void *arg)
 {
 	struct mp_bpf *b = arg;
@@ -546,10 +580,10 @@ static void *reaper_run(void *arg)
 		if (!b->graveyard)
 			break;
 		t = b->graveyard;
-		b->graveyard = t->next;
+		b->graveyard = NULL;
 		b->reaping = true;
 		pthread_mutex_unlock(&b->lock);
-		target_destroy(t);
+		targets_destroy(t);
 		pthread_mutex_lock(&b->lock);
 		b->reaping = false;
 		pthread_cond_broadcast(&b->cond);
@@ -643,6 +677,14 @@ static void sampled_purge(struct mp_bpf *b, pid_t pid, uint64_t before_ns)
 	b->counters.purged += n;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
 static int rb_event(void *ctx, void *data, size_t size)
 {
 	struct mp_bpf *b = ctx;
@@ -722,7 +764,17 @@ static int rb_event(void *ctx, void *data, size_t size)
 	err = b->fn ? b->fn(b->ctx, data, size) : 0;
 	if (h->type == MP_EV_EXIT) /* after the callback, which may read the final count */
 		mp_bpf__proc_hits_del(b, h->pid);
-	return err;
+	if (err || !b->budget)
+		return err;
+	/* Lifecycle records cost up to milliseconds (attaching probes): look at the clock after
+	 * each of them, and after every 256 others. */
+	if (!--b->budget || ((h->type == MP_EV_FORK || h->type == MP_EV_EXEC || h->type == MP_EV_MAP ||
+			      h->type == MP_EV_EXIT || !(b->budget & 255)) && mono_ns() >= b->until_ns)) {
+		/* libbpf consumed this record already: it stops here, the rest stays queued */
+		b->budget_spent = true;
+		return -EAGAIN;
+	}
+	return 0;
 }
 
 static mp_bpf_log_fn libbpf_log_fn;
@@ -971,9 +1023,24 @@ int mp_bpf__fd(const struct mp_bpf *b)
 	return ring_buffer__epoll_fd(b->rb);
 }
 
+/* Everything pending now: the ring holds at most this many records (a header of 8 bytes and
+ * a record of at least struct mp_event_hdr), so a drain ends even while its producers (the
+ * caller's own allocations, if it were profiled) keep filling it. */
 int mp_bpf__consume(struct mp_bpf *b)
 {
-	return ring_buffer__consume(b->rb);
+	return mp_bpf__consume_max(b, MP_RINGBUF_SIZE / (8 + sizeof(struct mp_event_hdr)), 0);
+}
+
+int mp_bpf__consume_max(struct mp_bpf *b, unsigned int max, uint64_t max_ns)
+{
+	int n;
+
+	b->budget = max;
+	b->until_ns = max_ns ? mono_ns() + max_ns : UINT64_MAX;
+	b->budget_spent = false;
+	n = ring_buffer__consume(b->rb);
+	b->budget = 0;
+	return b->budget_spent ? 1 : n;
 }
 
 /* libmemprof-preload (at the end of this file) */

@@ -32,8 +32,14 @@ void mp_bpf__free(struct mp_bpf *b);	/* detaches everything; NULL-safe */
 
 /* An fd that becomes readable when records are pending (for poll/epoll/sd-event). */
 int mp_bpf__fd(const struct mp_bpf *b);
-/* Deliver every pending record to the callback. Returns the number delivered or -errno. */
+/* Deliver every record pending now to the callback (not those submitted meanwhile beyond a
+ * ringful). Returns the number delivered or -errno. */
 int mp_bpf__consume(struct mp_bpf *b);
+/* Deliver at most @max pending records (0: all) for about @max_ns at most (0: no limit), so
+ * that a caller with other work to serve (an event loop) is never held for long by a ring
+ * that keeps filling or by records that are slow to handle. Returns the number delivered,
+ * at least 1 when the budget ran out first, or -errno. */
+int mp_bpf__consume_max(struct mp_bpf *b, unsigned int max, uint64_t max_ns);
 
 /* Put process @pid under @cfg (insert or update the "procs" map entry). */
 int mp_bpf__proc_set(struct mp_bpf *b, pid_t pid, const struct mp_proc_cfg *cfg);

@@ -53,6 +53,10 @@ struct mp_bus_server {
 	struct bus_conn *bus_conn;	/* registration on a bus, if any */
 	unsigned int nclients;
 	uint64_t refused;
+	/* Out of descriptors: the listening socket is not polled until this timer fires. */
+	sd_event_source *accept_pause;
+	uint64_t fd_pauses, fd_pauses_logged;	/* so far, and when the last log line said */
+	uint64_t fd_log_usec;			/* when that line was written */
 };
 
 /* ------------------------------------------------------------------ callers and errors */
@@ -867,6 +871,49 @@ err:
 	return NULL;
 }
 
+#define MP_ACCEPT_PAUSE_USEC	(250 * 1000ULL)
+#define MP_FD_LOG_USEC		(10 * 1000000ULL)
+
+static int on_accept_resume(sd_event_source *es, uint64_t usec, void *userdata)
+{
+	struct mp_bus_server *s = userdata;
+
+	s->accept_pause = sd_event_source_disable_unref(s->accept_pause);
+	sd_event_source_set_enabled(s->listen_src, SD_EVENT_ON);
+	return 0;
+}
+
+/*
+ * accept() found no descriptor (EMFILE, ENFILE; no memory: ENOBUFS, ENOMEM). The connection
+ * stays queued and the socket readable: polled on, it would fail again at once, forever. Stop
+ * polling it for a while instead, and say so at most every MP_FD_LOG_USEC.
+ */
+static void accept_pause(struct mp_bus_server *s, int err)
+{
+	uint64_t now = 0;
+	int r;
+
+	s->fd_pauses++;
+	sd_event_now(s->d->event, CLOCK_MONOTONIC, &now);
+	if (!s->fd_log_usec || now - s->fd_log_usec >= MP_FD_LOG_USEC) {
+		log_error("Failed to accept a control connection: %s; not accepting any for %llu ms "
+			  "(%" PRIu64 " such pauses since the last line)", strerror(err),
+			  MP_ACCEPT_PAUSE_USEC / 1000, s->fd_pauses - s->fd_pauses_logged);
+		s->fd_log_usec = now ? now : 1;
+		s->fd_pauses_logged = s->fd_pauses;
+	}
+	if (s->accept_pause)
+		return;
+	r = sd_event_add_time_relative(s->d->event, &s->accept_pause, CLOCK_MONOTONIC,
+				       MP_ACCEPT_PAUSE_USEC, 0, on_accept_resume, s);
+	if (r < 0) {
+		log_error("Failed to arm the timer that resumes accepting connections: %s",
+			  strerror(-r));
+		return;	/* keep polling: better busy than deaf */
+	}
+	sd_event_source_set_enabled(s->listen_src, SD_EVENT_OFF);
+}
+
 static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userdata)
 {
 	struct mp_bus_server *s = userdata;
@@ -879,7 +926,9 @@ static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userda
 
 	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 	if (cfd < 0) {
-		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+			accept_pause(s, errno);
+		else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
 			log_error("Failed to accept a control connection: %s", strerror(errno));
 		return 0;
 	}
@@ -1159,6 +1208,7 @@ void mp_bus_server__free(struct mp_bus_server *s)
 	while (s->conns)
 		conn_free(s->conns);
 	sd_event_source_disable_unref(s->listen_src);
+	sd_event_source_disable_unref(s->accept_pause);
 	sd_event_source_disable_unref(s->post_src);
 	if (s->bound_path) {
 		struct stat st;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -678,6 +679,8 @@ static void proc_cfg(const struct mp_profile *p, struct mp_proc_cfg *cfg)
 		cfg->flags |= MP_PROC_SAMPLING;
 	if (!p->opts.no_follow_forks)
 		cfg->flags |= MP_PROC_FOLLOW_FORKS;
+	if (!p->opts.owner_uid)
+		cfg->flags |= MP_PROC_PRIVILEGED;	/* root's: exec_check() lets it through */
 }
 
 /*
@@ -1223,6 +1226,38 @@ static void maps_changed(struct mp_engine *e, pid_t pid)
 		mp_symbolizer__snapshot(e->sym, pid);
 }
 
+static void proc_detach(struct mp_ptrace *t, const char *why, const char *fallback);
+
+/*
+ * ptrace's rule at exec: a profile whose owner is not root keeps a process only if the owner
+ * may still profile it (same credentials, dumpable), and never into an image that raised its
+ * privileges (@secure: BPF stopped sampling it at the exec already, so none of its samples are
+ * in the ring). Otherwise its trace is completed and its probes go.
+ */
+static void exec_check(struct mp_engine *e, pid_t pid, bool secure)
+{
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		struct mp_ptrace *t = trace_find(p, pid);
+		char why[512] = "";
+		int r = 0;
+
+		if (!t || t->completed || t->detached_reason || p->state == MP_PROFILE_DISCARDED ||
+		    !p->opts.owner_uid)
+			continue;
+		if (e->opts.exec_check)
+			r = e->opts.exec_check(e->opts.exec_check_ctx, pid, p->opts.owner_uid,
+					       p->opts.owner_gid, secure, why, sizeof(why));
+		else if (secure)
+			r = -EPERM;
+		if (r >= 0)
+			continue;
+		if (!why[0])
+			snprintf(why, sizeof(why), "process %d exec'd a program with more privileges "
+				 "(set-id or file capabilities)", (int)pid);
+		proc_detach(t, why, "exec'd a program its profile's owner may not profile");
+	}
+}
+
 static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 {
 	pid_t pid = (pid_t)ev->h.pid;
@@ -1233,6 +1268,7 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 	/* The old image's blocks are gone: collect them ("freed by exec"), in every profile
 	 * that holds some. The trace goes on with the new image. */
 	mp_entries__drain(e->entries, pid, NULL, exec_collect_cb, &c);
+	exec_check(e, pid, ev->exit_code & MP_EXEC_F_SECURE);
 	if (e->sym) {
 		struct mp_mapping_info mi;
 
@@ -1525,19 +1561,15 @@ void mp_engine__on_state(struct mp_engine *e, mp_profile_state_fn fn, void *ctx)
  * is detached: its probes are removed, its trace is completed (live blocks stay uncollected,
  * the context says why) and mp_proc_stats.detached_reason tells the user.
  */
-static void overhead_detach(struct mp_ptrace *t, double pct, uint64_t hits, uint64_t dt_ns)
+static void proc_detach(struct mp_ptrace *t, const char *why, const char *fallback)
 {
 	struct mp_profile *p = t->p;
-	char why[256];
 
-	snprintf(why, sizeof(why),
-		 "probe overhead %.1f%% of a CPU (%" PRIu64 " probe hits in %.2f s) exceeded "
-		 "the budget of %g%%", pct, hits, (double)dt_ns / 1e9, p->opts.max_overhead_pct);
 	t->detached_reason = strdup(why);
 	if (!t->detached_reason)
-		t->detached_reason = strdup("probe overhead exceeded the budget");
+		t->detached_reason = strdup(fallback);
 	if (!t->detached_reason)
-		return; /* try again at the next window */
+		return; /* overhead: try again at the next window */
 	/* Probes go (their links close in the background, a while); until then BPF ignores the
 	 * process' hits, and still reports its exit, when it leaves the "procs" map. */
 	if (p->e->bpf) {
@@ -1552,6 +1584,16 @@ static void overhead_detach(struct mp_ptrace *t, double pct, uint64_t hits, uint
 	}
 	trace_complete(t);
 	profile_proc_exited(p);
+}
+
+static void overhead_detach(struct mp_ptrace *t, double pct, uint64_t hits, uint64_t dt_ns)
+{
+	char why[256];
+
+	snprintf(why, sizeof(why),
+		 "probe overhead %.1f%% of a CPU (%" PRIu64 " probe hits in %.2f s) exceeded "
+		 "the budget of %g%%", pct, hits, (double)dt_ns / 1e9, t->p->opts.max_overhead_pct);
+	proc_detach(t, why, "probe overhead exceeded the budget");
 }
 
 static void check_overhead(struct mp_engine *e, uint64_t now)
@@ -1686,8 +1728,13 @@ static void check_exits(struct mp_engine *e, const struct epoll_event *evs, int 
  */
 int mp_engine__process(struct mp_engine *e)
 {
+	return mp_engine__process_max(e, 0);
+}
+
+int mp_engine__process_max(struct mp_engine *e, uint64_t max_ns)
+{
 	struct epoll_event evs[32];
-	int n = mp_bpf__consume(e->bpf);
+	int n = max_ns ? mp_bpf__consume_max(e->bpf, UINT_MAX, max_ns) : mp_bpf__consume(e->bpf);
 	int nev = epoll_wait(e->epfd, evs, 32, 0);
 	bool timer = false;
 
@@ -1755,6 +1802,17 @@ static const char *unmapped_kind(pid_t pid)
 	if (flags & 0x00200000)	/* PF_KTHREAD */
 		return "a kernel thread";
 	return state == 'Z' ? "a zombie" : NULL;
+}
+
+/* The engine's own process: its allocations would feed the ring it drains, each record read
+ * making more (a livelock). memprofd's, or memprofctl record's. */
+static int refuse_self(pid_t pid, char *err, size_t err_len)
+{
+	if (pid != getpid())
+		return 0;
+	snprintf(err, err_len, "Process %d is the profiler itself: its allocations would feed the "
+		 "events it reads", (int)pid);
+	return -EPERM;
 }
 
 static int attach_pid(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
@@ -1866,6 +1924,9 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 			goto fail;
 		}
 		tgid = proc_tgid(pids[i]);
+		r = refuse_self(tgid > 0 ? tgid : pids[i], err, err_len);
+		if (r < 0)
+			goto fail;
 		if (tgid > 0 && tgid != pids[i]) {
 			/* /proc/TID exists too, unlisted: a thread id from top -H or a log */
 			snprintf(err, err_len, "%d is a thread of process %d: profile %d (a profile "
@@ -2207,6 +2268,9 @@ int mp_profile__sync_pid(struct mp_profile *p, pid_t pid, int out_fd, char *err,
 		err_len = sizeof(dummy);
 	}
 	err[0] = '\0';
+	r = refuse_self(pid, err, err_len);
+	if (r < 0)
+		return r;
 	/* its FORK record, if still pending, creates its trace on @out_fd directly */
 	e->sync_pid = out_fd >= 0 ? pid : 0;
 	e->sync_fd = out_fd;

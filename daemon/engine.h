@@ -37,6 +37,14 @@ struct mp_engine_opts {
 	/* Added: where traces go when a profile names neither out_path nor out_dir;
 	 * NULL = the current directory. */
 	const char *default_dir;
+	/* Added: may the owner (@uid, @gid) of a profile other than root's go on profiling
+	 * process @pid, which has just exec'd (@secure: into an image with other credentials or
+	 * capabilities, MP_EXEC_F_SECURE)? 0, or -errno with a message in @err: the process is
+	 * detached, its trace completed, the message its mp_proc_stats.detached_reason. NULL:
+	 * only @secure execs are refused. */
+	int (*exec_check)(void *ctx, pid_t pid, uid_t uid, gid_t gid, bool secure, char *err,
+			  size_t err_len);
+	void *exec_check_ctx;
 };
 
 /*
@@ -144,8 +152,13 @@ struct mp_engine *mp_engine__new(const struct mp_engine_opts *opts);
 void mp_engine__free(struct mp_engine *e);
 
 int mp_engine__fd(const struct mp_engine *e);
-/* Consume all pending events. Returns the number processed or -errno. */
+/* Consume the events pending now (mp_bpf__consume()). Returns the number processed or -errno. */
 int mp_engine__process(struct mp_engine *e);
+/* The same for about @max_ns at most (0: as above): an event loop calls this when the fd is
+ * readable and comes back while it stays readable, serving its other sources between the
+ * rounds however fast the ring fills; a read-only call (status) that wants current counts
+ * without waiting long for them too. */
+int mp_engine__process_max(struct mp_engine *e, uint64_t max_ns);
 /* Called whenever a profile changes state by itself (all processes exited, duration ran out). */
 void mp_engine__on_state(struct mp_engine *e, mp_profile_state_fn fn, void *ctx);
 

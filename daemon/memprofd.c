@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -249,7 +250,7 @@ void memprofd__update_status(struct memprofd *d)
 static int on_engine(sd_event_source *es, int fd, uint32_t revents, void *userdata)
 {
 	struct memprofd *d = userdata;
-	int r = mp_engine__process(d->engine);
+	int r = mp_engine__process_max(d->engine, MP_RING_SLICE_NS);
 
 	if (r < 0)
 		log_error("Failed to process BPF events: %s", strerror(-r));
@@ -271,7 +272,7 @@ static int on_flush(sd_event_source *es, uint64_t usec, void *userdata)
 	struct memprofd *d = userdata;
 
 	if (d->engine)	/* the manifests count what is in the ring too */
-		mp_engine__process(d->engine);
+		mp_engine__process_max(d->engine, MP_RING_SLICE_NS);
 	for (struct svc_profile *sp = d->profiles; sp; sp = sp->next)
 		if (mp_profile__state(sp->p) != MP_PROFILE_DISCARDED)
 			svc_profile__write_manifest(d, sp);
@@ -452,6 +453,23 @@ static int parse_args(struct memprofd *d, int argc, char **argv, int *log_level,
 	return -1;
 }
 
+/*
+ * Every probed process holds a few links (descriptors) until it exits and the closer thread
+ * releases them; the default soft limit (1024 under systemd) is soon reached on a busy host.
+ * Nothing here uses select(), so take the hard limit.
+ */
+static void raise_nofile_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		log_warning("Failed to raise the soft limit of open files to %llu: %s",
+			    (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	struct memprofd d = {
@@ -468,6 +486,7 @@ int main(int argc, char **argv)
 	if (r >= 0)
 		return r;
 	mp_log_setup(log_level, stderr_is_journal());
+	raise_nofile_limit();
 
 	mp_config__defaults(&d.cfg);
 	r = mp_config__load(&d.cfg, d.config_path, err, sizeof(err));
@@ -508,6 +527,7 @@ int main(int argc, char **argv)
 
 	eopts.seed = d.seed;
 	eopts.has_seed = d.has_seed;
+	eopts.exec_check = svc_exec_check;
 	d.engine = mp_engine__new(&eopts);
 	if (!d.engine) {
 		log_error("Failed to load the BPF programs: %s%s", strerror(errno),

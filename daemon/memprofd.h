@@ -37,6 +37,9 @@
 #define MP_MAX_START_PIDS	256	/* pids in one Start call */
 #define MP_KEEP_DISCARDED	32	/* discarded profiles kept listed */
 #define MP_FLUSH_INTERVAL_US	(5ULL * 1000000)	/* manifests and STATUS= refresh */
+/* Time given to ring-buffer records per wakeup of the loop, and before the answer to a
+ * read-only call, before signals, calls and timers get their turn. */
+#define MP_RING_SLICE_NS	(20 * 1000000ULL)
 
 /* /etc/memprofd.conf, see memprofd(8). Command-line options override it. */
 struct mp_config {
@@ -138,6 +141,10 @@ struct svc_start_req {
  * returns -errno and writes one sentence to @err naming what failed (and the PID).
  */
 int svc_check_access(pid_t pid, uid_t uid, gid_t gid, char *err, size_t err_len);
+/* mp_engine_opts.exec_check: svc_check_access() again at every exec of a process profiled for
+ * another user than root, refusing set-id images outright; logs what it refuses. */
+int svc_exec_check(void *ctx, pid_t pid, uid_t uid, gid_t gid, bool secure, char *err,
+		   size_t err_len);
 int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 		       struct svc_profile **out, char *err, size_t err_len);
 /*

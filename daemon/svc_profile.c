@@ -121,6 +121,25 @@ int svc_check_access(pid_t pid, uid_t uid, gid_t gid, char *err, size_t err_len)
 	return 0;
 }
 
+int svc_exec_check(void *ctx, pid_t pid, uid_t uid, gid_t gid, bool secure, char *err,
+		   size_t err_len)
+{
+	int r = -EPERM;
+
+	(void)ctx;
+	if (secure)
+		snprintf(err, err_len, "process %d exec'd a program with more privileges (set-id "
+			 "or file capabilities); only root may profile it", (int)pid);
+	else
+		r = svc_check_access(pid, uid, gid, err, err_len);
+	if (r == -ESRCH)
+		return 0;	/* gone: its exit completes the trace */
+	if (r < 0)
+		log_notice("No longer profiling process %d for uid %u after its exec: %s", (int)pid,
+			   (unsigned int)uid, err);
+	return r;
+}
+
 struct svc_profile *svc_profile__find(struct memprofd *d, uint32_t id)
 {
 	for (struct svc_profile *sp = d->profiles; sp; sp = sp->next)
@@ -532,7 +551,8 @@ int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_
 	size_t n = 0;
 	int r;
 
-	mp_engine__process(d->engine);	/* records not yet read, as in svc_profile__procs() */
+	/* records not yet read, as in svc_profile__procs() */
+	mp_engine__process_max(d->engine, MP_RING_SLICE_NS);
 	r = mp_engine__stats(d->engine, bpf, MP_STAT__MAX);
 	if (r < 0)
 		return r;
@@ -552,8 +572,9 @@ int svc_profile__procs(const struct svc_profile *sp, struct mp_proc_stats **out)
 {
 	size_t n, m;
 
-	/* alloc/free records wake the engine in batches (engine.c, MP_FLUSH_NS): read them */
-	mp_engine__process(sp->d->engine);
+	/* alloc/free records wake the engine in batches (engine.c, MP_FLUSH_NS): read them, for a
+	 * while at most (a storm of forks, each attached, must not hold the answer) */
+	mp_engine__process_max(sp->d->engine, MP_RING_SLICE_NS);
 	n = mp_profile__procs(sp->p, NULL, 0);
 	*out = NULL;
 	if (!n)
