@@ -72,6 +72,8 @@ struct mp_bus_server;
 
 struct memprofd {
 	sd_event *event;
+	/* NULL only in a service without BPF (the control API's fuzzer): a Start then fails
+	 * as a failed load would, and there are no profiles. */
 	struct mp_engine *engine;
 	sd_event_source *engine_src;
 	sd_event_source *flush_timer;

@@ -385,6 +385,11 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 	opts.format_version = req->format_version;
 	opts.zstd_level = req->zstd ? 3 : 0;
 	opts.max_overhead_pct = req->max_overhead_pct;
+	if (!d->engine) {	/* a service without BPF (tests/fuzz/fuzz_bus.c) */
+		snprintf(err, err_len, "Failed to start profiling: the BPF programs are not loaded");
+		r = -ENODEV;
+		goto err_rmdir;
+	}
 	err[0] = '\0';
 	r = mp_engine__start(d->engine, &opts, req->pids, req->npids, &p, err, err_len);
 	if (r < 0) {
@@ -532,6 +537,8 @@ int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_
 	size_t n = 0;
 	int r;
 
+	if (!d->engine)
+		return -ENODEV;
 	mp_engine__process(d->engine);	/* records not yet read, as in svc_profile__procs() */
 	r = mp_engine__stats(d->engine, bpf, MP_STAT__MAX);
 	if (r < 0)
