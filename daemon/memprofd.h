@@ -28,9 +28,10 @@
 #define MP_HARD_MAX_PROFILES	1024
 #define MP_DEFAULT_MAX_CLIENTS	64
 #define MP_HARD_MAX_CLIENTS	4096
-#define MP_DEFAULT_MAX_QUEUED_CALLS	64	/* per connection: calls read, replies unsent */
+/* Per connection: calls read and replies not written; bytes of its socket's send buffer. */
+#define MP_DEFAULT_MAX_QUEUED_CALLS	64
 #define MP_HARD_MAX_QUEUED_CALLS	65536
-#define MP_DEFAULT_MAX_QUEUED_BYTES	(1U << 20)	/* per connection: its socket's send buffer */
+#define MP_DEFAULT_MAX_QUEUED_BYTES	(1U << 20)
 #define MP_MIN_QUEUED_BYTES		(64U << 10)
 #define MP_HARD_MAX_QUEUED_BYTES	(64U << 20)
 #define MP_STALL_TIMEOUT_US	(5ULL * 1000000)	/* a client over them is cut off after */

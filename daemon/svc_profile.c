@@ -231,8 +231,8 @@ static int check_profile_limits(struct memprofd *d, uid_t uid, char *err, size_t
 
 	svc_profile__limits(&d->cfg, &per_user, &reserve);
 	if (n >= d->cfg.max_profiles) {
-		snprintf(err, err_len, "Too many profiles: %u are sampling or stopped (MaxProfiles=%u); "
-			 "discard one first", n, d->cfg.max_profiles);
+		snprintf(err, err_len, "Too many profiles: %u are sampling or stopped "
+			 "(MaxProfiles=%u); discard one first", n, d->cfg.max_profiles);
 		return -ENOSPC;
 	}
 	if (uid == 0)
@@ -244,9 +244,9 @@ static int check_profile_limits(struct memprofd *d, uid_t uid, char *err, size_t
 		return -ENOSPC;
 	}
 	if (n >= d->cfg.max_profiles - reserve) {
-		snprintf(err, err_len, "Too many profiles: %u are sampling or stopped and the last %u "
-			 "of MaxProfiles=%u are kept for root (RootReservedProfiles)", n, reserve,
-			 d->cfg.max_profiles);
+		snprintf(err, err_len, "Too many profiles: %u are sampling or stopped and the "
+			 "last %u of MaxProfiles=%u are kept for root (RootReservedProfiles)", n,
+			 reserve, d->cfg.max_profiles);
 		return -ENOSPC;
 	}
 	return 0;
@@ -386,7 +386,8 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 	opts.zstd_level = req->zstd ? 3 : 0;
 	opts.max_overhead_pct = req->max_overhead_pct;
 	if (!d->engine) {	/* a service without BPF (tests/fuzz/fuzz_bus.c) */
-		snprintf(err, err_len, "Failed to start profiling: the BPF programs are not loaded");
+		snprintf(err, err_len, "Failed to start profiling: the BPF programs are not "
+			 "loaded");
 		r = -ENODEV;
 		goto err_rmdir;
 	}
