@@ -93,9 +93,17 @@ bench-suite: bench-bins all
 
 bench: bench-suite
 
+# What probe placement saves: placed probes against every probe at its function's entry
+# (bench/placement-bench.sh; tests/bpf/overhead-placement.sh asserts only a margin any CPU keeps).
+.PHONY: bench-placement
+bench-placement: $(B)/bin/memprofctl $(B)/tests/workloads/ovh_loop
+	$(Q)BENCH_BUILD=$(abspath $(B)) bench/placement-bench.sh
+
+bench: bench-placement
+
 # Benchmarks measure time: two must never run at once, even under make -j. When bench is a goal,
 # this make runs one recipe at a time (GNU make 4.3 has no per-target .NOTPARALLEL).
-ifneq ($(filter bench bench-suite,$(MAKECMDGOALS)),)
+ifneq ($(filter bench bench-suite bench-placement,$(MAKECMDGOALS)),)
 .NOTPARALLEL:
 endif
 include bench/stacks.mk

@@ -115,8 +115,9 @@ int cmd_attach(int argc, char **argv)
 		case 'd':
 			r = ctl_parse_duration(optarg, &o.duration_us);
 			if (r == -ERANGE) {
-				fprintf(stderr, "memprofctl attach: invalid duration '%s': from 1us to "
-					"366 days (%lluus)\n", optarg, MP_MAX_DURATION_US);
+				fprintf(stderr, "memprofctl attach: invalid duration '%s': "
+					"from 1us to 366 days (%lluus)\n", optarg,
+					MP_MAX_DURATION_US);
 				return 2;
 			}
 			if (r < 0) {

@@ -186,9 +186,9 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 			r = read_opt(m, key, "t", &req->duration_us, error);
 			if (r >= 0 && req->duration_us > MP_MAX_DURATION_US)
 				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
-							 "Invalid duration %" PRIu64 " us: at most %llu "
-							 "(366 days)", req->duration_us,
-							 MP_MAX_DURATION_US);
+							 "Invalid duration %" PRIu64 " us: at "
+							 "most %llu (366 days)",
+							 req->duration_us, MP_MAX_DURATION_US);
 		} else if (!strcmp(key, "format_version")) {
 			r = read_opt(m, key, "q", &req->format_version, error);
 		} else if (!strcmp(key, "zstd")) {
@@ -759,8 +759,8 @@ static int on_stall_timeout(sd_event_source *es, uint64_t usec, void *userdata)
 
 	log_warning("Disconnecting the control client of uid %u (pid %d): %" PRIu64 " calls "
 		    "queued, over MaxQueuedCalls=%u, and it read none of its replies for %llu s",
-		    (unsigned int)c->uid, (int)c->pid, conn_queued(c), c->s->d->cfg.max_queued_calls,
-		    MP_STALL_TIMEOUT_US / 1000000);
+		    (unsigned int)c->uid, (int)c->pid, conn_queued(c),
+		    c->s->d->cfg.max_queued_calls, MP_STALL_TIMEOUT_US / 1000000);
 	conn_free(c);
 	return 0;
 }
@@ -811,8 +811,8 @@ static bool conn_check_limits(struct bus_conn *c)
 		r = sd_event_add_time_relative(d->event, &c->stall_timer, CLOCK_MONOTONIC,
 					       MP_STALL_TIMEOUT_US, 0, on_stall_timeout, c);
 	if (r < 0) {
-		log_error("Failed to hold back the control client of uid %u (pid %d), disconnecting "
-			  "it: %s", (unsigned int)c->uid, (int)c->pid, strerror(-r));
+		log_error("Failed to hold back the control client of uid %u (pid %d), "
+			  "disconnecting it: %s", (unsigned int)c->uid, (int)c->pid, strerror(-r));
 		c->stalled = true;	/* no flush on close */
 		conn_free(c);
 		return true;

@@ -325,7 +325,8 @@ static int on_reload(sd_event_source *es, const struct signalfd_siginfo *si, voi
 				   "MaxQueuedBytes=%u",
 				   d->config_path, d->cfg.default_rate, d->cfg.callstack_size,
 				   d->cfg.state_dir, d->cfg.max_profiles, per_user, reserve,
-				   d->cfg.max_clients, d->cfg.max_queued_calls, d->cfg.max_queued_bytes);
+				   d->cfg.max_clients, d->cfg.max_queued_calls,
+				   d->cfg.max_queued_bytes);
 		}
 	}
 	sd_notify(0, "READY=1");

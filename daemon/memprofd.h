@@ -28,9 +28,10 @@
 #define MP_HARD_MAX_PROFILES	1024
 #define MP_DEFAULT_MAX_CLIENTS	64
 #define MP_HARD_MAX_CLIENTS	4096
-#define MP_DEFAULT_MAX_QUEUED_CALLS	64	/* per connection: calls read, replies unsent */
+/* Per connection: calls read and replies not written; bytes of its socket's send buffer. */
+#define MP_DEFAULT_MAX_QUEUED_CALLS	64
 #define MP_HARD_MAX_QUEUED_CALLS	65536
-#define MP_DEFAULT_MAX_QUEUED_BYTES	(1U << 20)	/* per connection: its socket's send buffer */
+#define MP_DEFAULT_MAX_QUEUED_BYTES	(1U << 20)
 #define MP_MIN_QUEUED_BYTES		(64U << 10)
 #define MP_HARD_MAX_QUEUED_BYTES	(64U << 20)
 #define MP_STALL_TIMEOUT_US	(5ULL * 1000000)	/* a client over them is cut off after */
@@ -75,6 +76,8 @@ struct mp_bus_server;
 
 struct memprofd {
 	sd_event *event;
+	/* NULL only in a service without BPF (the control API's fuzzer): a Start then fails
+	 * as a failed load would, and there are no profiles. */
 	struct mp_engine *engine;
 	sd_event_source *engine_src;
 	sd_event_source *flush_timer;

@@ -53,3 +53,18 @@ install-service: $(B)/bin/memprofd $(B)/bin/memprofctl
 lint-man: lint-man-service
 lint-man-service:
 	$(Q)mandoc -Tlint -Wwarning $(SVC_MAN)
+
+# The control API's libFuzzer target (tests/fuzz/fuzz_bus.c, tests/unit/fuzz-bus.sh): the
+# service's own sources built with clang and the fuzzer's instrumentation (memprofd.c's main
+# renamed: libFuzzer has its own), linked with the engine's objects as the daemon is (never
+# called: the fuzzed service has no engine, so it needs neither root nor BPF).
+FUZZ_SVC_SRCS	:= daemon/bus.c daemon/svc_profile.c daemon/memprofd.c
+$(B)/fuzz/fuzz_bus: tests/fuzz/fuzz_bus.c $(FUZZ_SVC_SRCS) $(wildcard daemon/*.h) \
+		    $$(ENGINE_OBJS) $$(filter %.a,$$(ENGINE_LIBS))
+	$(call msg,FUZZ,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) $(WARN) -Wno-missing-prototypes -Dmain=memprofd_main \
+		-DMP_VERSION='"$(VERSION)"' -I $(B)/gen $(call pkgcflags,libsystemd) -o $@ \
+		tests/fuzz/fuzz_bus.c $(FUZZ_SVC_SRCS) $(ENGINE_OBJS) $(ENGINE_LIBS) $(SVC_LIBS) -lm
+
+fuzz: $(B)/fuzz/fuzz_bus

@@ -250,8 +250,8 @@ static int check_profile_limits(struct memprofd *d, uid_t uid, char *err, size_t
 
 	svc_profile__limits(&d->cfg, &per_user, &reserve);
 	if (n >= d->cfg.max_profiles) {
-		snprintf(err, err_len, "Too many profiles: %u are sampling or stopped (MaxProfiles=%u); "
-			 "discard one first", n, d->cfg.max_profiles);
+		snprintf(err, err_len, "Too many profiles: %u are sampling or stopped "
+			 "(MaxProfiles=%u); discard one first", n, d->cfg.max_profiles);
 		return -ENOSPC;
 	}
 	if (uid == 0)
@@ -263,9 +263,9 @@ static int check_profile_limits(struct memprofd *d, uid_t uid, char *err, size_t
 		return -ENOSPC;
 	}
 	if (n >= d->cfg.max_profiles - reserve) {
-		snprintf(err, err_len, "Too many profiles: %u are sampling or stopped and the last %u "
-			 "of MaxProfiles=%u are kept for root (RootReservedProfiles)", n, reserve,
-			 d->cfg.max_profiles);
+		snprintf(err, err_len, "Too many profiles: %u are sampling or stopped and the "
+			 "last %u of MaxProfiles=%u are kept for root (RootReservedProfiles)", n,
+			 reserve, d->cfg.max_profiles);
 		return -ENOSPC;
 	}
 	return 0;
@@ -404,6 +404,12 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 	opts.format_version = req->format_version;
 	opts.zstd_level = req->zstd ? 3 : 0;
 	opts.max_overhead_pct = req->max_overhead_pct;
+	if (!d->engine) {	/* a service without BPF (tests/fuzz/fuzz_bus.c) */
+		snprintf(err, err_len, "Failed to start profiling: the BPF programs are not "
+			 "loaded");
+		r = -ENODEV;
+		goto err_rmdir;
+	}
 	err[0] = '\0';
 	r = mp_engine__start(d->engine, &opts, req->pids, req->npids, &p, err, err_len);
 	if (r < 0) {
@@ -551,6 +557,8 @@ int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_
 	size_t n = 0;
 	int r;
 
+	if (!d->engine)
+		return -ENODEV;
 	/* records not yet read, as in svc_profile__procs() */
 	mp_engine__process_max(d->engine, MP_RING_SLICE_NS);
 	r = mp_engine__stats(d->engine, bpf, MP_STAT__MAX);
