@@ -2,7 +2,7 @@
 # stacks (daemon/unwind.c). Included from daemon/build.mk; the engine links
 # $(SYMBOLIZE_OBJS) with $(SYMBOLIZE_LIBS). libstdc++ provides __cxa_demangle.
 SYMBOLIZE_OBJS	:= $(B)/daemon/symbolize.o $(B)/daemon/unwind.o
-SYMBOLIZE_LIBS	:= $(call pkglibs,libdw) $(call pkglibs,libelf) -lstdc++
+SYMBOLIZE_LIBS	:= $(call pkglibs,libdw) $(call pkglibs,libelf) $(call pkglibs,zlib) -lstdc++
 
 # Unit tests. Helper objects are built with the default -O2 -g so that inlining and CFI are
 # what a real optimized program has; the unwinding helpers drop frame pointers, or CFI.
