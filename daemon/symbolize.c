@@ -29,12 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <linux/openat2.h>
 #include <zlib.h>
 
 #include <dwarf.h>
@@ -45,6 +43,7 @@
 #include <libelf.h>
 
 #include "daemon/symbolize.h"
+#include "daemon/target_open.h"
 
 /* From libstdc++ (C++ ABI); declared here to keep this file C. */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
@@ -565,63 +564,6 @@ static int read_segments(Elf *elf, struct load_seg **out, size_t *nout)
 	return 0;
 }
 
-/*
- * Files read on a process' behalf: paths the process can influence (its perf map, a mapped
- * file's name, the .gnu_debuglink of an object it maps), opened as root. So: no symlink
- * followed anywhere in the path (a user's /tmp/perf-PID.map -> /etc/shadow; fs.protected_symlinks
- * does not cover a directory the user bind-mounted in a mount namespace of their own), the
- * path resolved inside the process' root, and nothing opened that is not a regular file
- * which @ok accepts: the path is opened O_PATH, checked with fstat, and only then opened for
- * reading, without blocking (a FIFO or a device node is never opened).
- * @pid 0: @path in our own namespace. Kernels without openat2 (< 5.6) refuse only a symlink
- * in the last component. The fd, or -errno.
- */
-typedef bool (*file_ok_fn)(const struct stat *st, const void *arg);
-
-static int open_checked(pid_t pid, const char *path, file_ok_fn ok, const void *arg)
-{
-	struct open_how how = {
-		.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
-		.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-	};
-	int dirfd = AT_FDCWD, pfd, fd;
-	char buf[64];
-	struct stat st;
-
-	if (pid > 0) {
-		snprintf(buf, sizeof(buf), "/proc/%d/root", (int)pid);
-		dirfd = open(buf, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (dirfd < 0)
-			return -errno;
-		how.resolve |= RESOLVE_IN_ROOT;
-	}
-	pfd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-	if (pfd < 0 && errno == ENOSYS)
-		pfd = openat(dirfd, path, O_PATH | O_CLOEXEC | O_NOFOLLOW);
-	fd = pfd < 0 ? -errno : 0;
-	if (dirfd >= 0)
-		close(dirfd);
-	if (fd < 0)
-		return fd;
-	if (fstat(pfd, &st) || !S_ISREG(st.st_mode) || !ok(&st, arg)) {
-		close(pfd);
-		return -EACCES;
-	}
-	snprintf(buf, sizeof(buf), "/proc/self/fd/%d", pfd);
-	fd = open(buf, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		fd = -errno;
-	close(pfd);
-	return fd;
-}
-
-/* The file a mapping shows in /proc/PID/maps: the same inode (the device may differ from what
- * stat says: btrfs subvolumes, overlayfs). */
-static bool same_inode(const struct stat *st, const void *arg)
-{
-	return st->st_ino == *(const ino_t *)arg;
-}
-
 /* Open a mapped file the way the process sees it (its mount namespace, deleted files):
  * map_files gives the mapped file itself (it needs CAP_SYS_ADMIN, which the unit does not
  * grant); else its name in the process' root, then in ours, if it is still that file. */
@@ -634,10 +576,10 @@ static int open_mapped(pid_t pid, const char *path, ino_t ino, uint64_t start, u
 	fd = open(buf, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0)
 		return fd;
-	fd = open_checked(pid, path, same_inode, &ino);
+	fd = mp_target_open(pid, path, mp_same_inode, &ino);
 	if (fd >= 0)
 		return fd;
-	fd = open_checked(0, path, same_inode, &ino);
+	fd = mp_target_open(0, path, mp_same_inode, &ino);
 	return fd < 0 ? -1 : fd;
 }
 
@@ -1294,7 +1236,7 @@ static void perfmap_open(struct proc *p)
 	if (p->perfmap.fd >= 0 || p->gone || proc_ids(p->pid, &nspid, &euid))
 		return;
 	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)nspid);
-	fd = open_checked(p->pid, path, owned_by, &euid);
+	fd = mp_target_open(p->pid, path, owned_by, &euid);
 	p->perfmap.fd = fd >= 0 ? fd : -1;
 }
 
@@ -1862,7 +1804,7 @@ static bool debuginfo_matches(Dwfl_Module *mod, int fd, GElf_Word crc)
  * the name in the object's .gnu_debuglink (or BASENAME.debug), which the object chooses: a
  * plain name (no '/'), looked for where libdwfl would (beside the object, in .debug/ there, and
  * under each absolute debug directory plus the object's directory), and opened by
- * open_checked()'s rules: no symlinks, a regular file, readable by everyone, never a FIFO or a
+ * mp_target_open()'s rules: no symlinks, a regular file, readable by everyone, never a FIFO or a
  * device. libdwfl's own search of those names would follow symlinks and block on a FIFO.
  */
 int mp_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
@@ -1909,7 +1851,7 @@ int mp_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dw
 		else
 			n = snprintf(cand, sizeof(cand), "%s/%.*s/%s", dir, (int)len, e, name);
 		if (n > 0 && (size_t)n < sizeof(cand)) {
-			fd = open_checked(0, cand, world_readable, NULL);
+			fd = mp_target_open(0, cand, world_readable, NULL);
 			if (fd >= 0 && debuginfo_matches(mod, fd, debuglink_crc)) {
 				*debuginfo_file_name = strdup(cand);
 				return fd;

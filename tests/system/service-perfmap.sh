@@ -2,7 +2,8 @@
 # A JIT's perf map is read for the profile's owner, never as root: a user who points
 # /tmp/perf-PID.map at a file they cannot read (a symlink; or, in a mount namespace of their
 # own, a directory of theirs bind-mounted over /tmp, where fs.protected_symlinks does not
-# apply) used to see that file's lines as function names in their trace.
+# apply) used to see that file's lines as function names in their trace. A FIFO at such a name
+# hung memprofd.
 . "$(dirname "$0")/lib-service.sh"
 svc_start_shared perfmap
 JIT=$MP_BUILD/tests/workloads/svc_jit
@@ -90,4 +91,23 @@ profile_names "$P" | grep '^FAIL'
 check "a FIFO as perf map: memprofd answers list within 1 s" \
 	timeout 1 "$MEMPROFCTL" --socket "$SOCK" list
 rm -f "/tmp/perf-$P.map"
+# The same for a mapped file's name: the loader and the symbolizer read the file mapped, never
+# what the process put under its name afterwards (here a FIFO bind-mounted over it, in the
+# process' own mount namespace, where /proc/PID/maps still shows the name; an open() of the
+# FIFO would block memprofd).
+if as_nobody unshare -Urm true 2> /dev/null; then
+	UDIR=$SHARED/nobody-lib
+	mkdir "$UDIR"
+	chown 65534:65534 "$UDIR"
+	as_nobody cp /usr/bin/true "$UDIR/obj"
+	as_nobody mkfifo "$UDIR/fifo"
+	P=$(jit_start "${NOBODY[@]}" unshare -Urm sh -c '"$0" 100 map "$1/obj" &
+		until grep -q "^ready" "/proc/self/fd/1"; do sleep 0.05; done
+		mount --bind "$1/fifo" "$1/obj" && echo mounted; wait' "$JIT" "$UDIR" --)
+	wait_until 10 grep -q '^mounted' "$MP_TMP/phases.$P"
+	timeout 10 "${NOBODY[@]}" "$MEMPROFCTL" --socket "$SOCK" attach -r 1 "$P" > "$MP_TMP/out" 2>&1
+	check "a FIFO over a mapped file's name: attach completes" grep -q '^Profile' "$MP_TMP/out"
+	check "  ... and memprofd answers list within 1 s" \
+		timeout 1 "$MEMPROFCTL" --socket "$SOCK" list
+fi
 exit $((FAILS > 0))

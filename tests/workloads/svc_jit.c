@@ -6,10 +6,12 @@
  *   SIGUSR1  run the code COUNT times, each allocating 1000 bytes and keeping the block
  *            ("allocated N" on stdout)
  *   SIGTERM  exit 0
- * Usage: svc_jit [COUNT [own]]   (default 100). Prints "code ADDR SIZE" (hex) and "ready PID"
- * once it waits for signals; with "own" it first writes its perf map, naming the code
- * "jit_own_function".
+ * Usage: svc_jit [COUNT [own | map FILE]]   (default 100). Prints "code ADDR SIZE" (hex) and
+ * "ready PID" once it waits for signals; with "own" it first writes its perf map, naming the
+ * code "jit_own_function"; with "map FILE" it maps FILE executable too (a test may then put
+ * something else under its name).
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,7 +61,7 @@ int main(int argc, char **argv)
 	int sig;
 
 	if (count <= 0 || !code) {
-		fprintf(stderr, "usage: svc_jit [COUNT [own]]\n");
+		fprintf(stderr, "usage: svc_jit [COUNT [own | map FILE]]\n");
 		return 2;
 	}
 	blocks = calloc((size_t)count, sizeof(void *));
@@ -75,6 +77,12 @@ int main(int argc, char **argv)
 			return 1;
 		fprintf(f, "%lx %x jit_own_function\n", (unsigned long)(uintptr_t)code, CODE_SIZE);
 		fclose(f);
+	} else if (argc > 3 && !strcmp(argv[2], "map")) {
+		int fd = open(argv[3], O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0 || mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0) == MAP_FAILED)
+			return 1;
+		close(fd);
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	sigemptyset(&set);
