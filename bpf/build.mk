@@ -28,7 +28,7 @@ $(B)/daemon/bpf_loader.o: $(B)/gen/memprof.skel.h
 EXTRA_CFLAGS_daemon += $(call pkgcflags,libbpf libelf)
 
 BPF_LOADER_OBJS	:= $(B)/daemon/bpf_loader.o $(B)/daemon/elf_syms.o $(B)/daemon/placement.o \
-		   $(B)/daemon/uprobe_link.o
+		   $(B)/daemon/uprobe_link.o $(B)/daemon/target_open.o
 BPF_LOADER_LIBS	:= -lbpf -lelf -lz -lcapstone -pthread
 
 # Unit test of the geometric draw (bpf/gap.h), unprivileged.

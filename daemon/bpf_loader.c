@@ -87,6 +87,7 @@
 #include "daemon/bpf_loader.h"
 #include "daemon/elf_syms.h"
 #include "daemon/placement.h"
+#include "daemon/target_open.h"
 #include "daemon/uprobe_link.h"
 #include "memprof.skel.h"
 
@@ -1190,14 +1191,13 @@ static void cookies_set(struct obj *o, bool libc)
 	}
 }
 
-/* Find the allocator symbols of the object at @path. */
-static struct obj *obj_scan(struct mp_bpf *b, const char *path, const struct stat *st)
+/* Find the allocator symbols of the object at @path, open as @fd (the caller's). */
+static struct obj *obj_scan(struct mp_bpf *b, const char *path, const struct stat *st, int fd)
 {
 	struct mp_sym_found found[N_PROBES] = { 0 };
 	GElf_Ehdr eh;
 	struct obj *o;
 	Elf *elf;
-	int fd;
 
 	o = calloc(1, sizeof(*o));
 	if (!o)
@@ -1205,9 +1205,6 @@ static struct obj *obj_scan(struct mp_bpf *b, const char *path, const struct sta
 	o->dev = st->st_dev;
 	o->ino = st->st_ino;
 	o->mtime = st->st_mtim;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return o; /* nothing probe-able found in it */
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
 	    eh.e_machine != EM_X86_64 || gelf_getclass(elf) != ELFCLASS64)
@@ -1242,11 +1239,10 @@ static struct obj *obj_scan(struct mp_bpf *b, const char *path, const struct sta
 	}
 out:
 	elf_end(elf);
-	close(fd);
 	return o;
 }
 
-static struct obj *obj_get(struct mp_bpf *b, const char *path, const struct stat *st)
+static struct obj *obj_get(struct mp_bpf *b, const char *path, const struct stat *st, int fd)
 {
 	struct obj *o, **pp;
 
@@ -1269,7 +1265,7 @@ static struct obj *obj_get(struct mp_bpf *b, const char *path, const struct stat
 		*pp = NULL;
 		b->nobjs--;
 	}
-	o = obj_scan(b, path, st);
+	o = obj_scan(b, path, st, fd);
 	if (!o)
 		return NULL;
 	o->next = b->objs;
@@ -1580,7 +1576,8 @@ int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
 		struct obj *o;
 		struct stat st;
 		bool seen = false;
-		int off = 0;
+		int off = 0, fd;
+		ino_t mino;
 
 		if (sscanf(line, "%*x-%*x %7s %*x %*x:%*x %llu %n", perms, &ino, &off) < 2 || !off)
 			continue;
@@ -1592,19 +1589,31 @@ int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
 			continue;
 		scanned++;
 		snprintf(path, sizeof(path), "/proc/%d/root%s", pid, file);
-		if (stat(path, &st))
+		/* the name is the process' to change: read only the file it maps (a FIFO put in
+		 * its place would block us, a symlink lead to a file of someone else's) */
+		mino = (ino_t)ino;
+		fd = mp_target_open(pid, file, mp_same_inode, &mino);
+		if (fd < 0)
 			continue;
+		if (fstat(fd, &st)) {
+			close(fd);
+			continue;
+		}
 		for (size_t i = 0; i < t->nobjs; i++)
 			if (t->objs[i].dev == st.st_dev && t->objs[i].ino == st.st_ino)
 				seen = true;
-		if (seen)
+		if (seen) {
+			close(fd);
 			continue;
+		}
 		if (t->nobjs >= MAX_OBJS_PER_PROC) {
 			logf_(b, 4, "Process %d maps more than %d executable objects: '%s' is not probed",
 			      pid, MAX_OBJS_PER_PROC, file);
+			close(fd);
 			continue;
 		}
-		o = obj_get(b, path, &st);
+		o = obj_get(b, path, &st, fd);
+		close(fd);
 		if (!o)
 			continue;
 		t->objs[t->nobjs].dev = st.st_dev;
@@ -1979,6 +1988,8 @@ uint64_t mp_ktime_to_epoch_us(uint64_t ktime_ns)
 
 struct pl_found {
 	char path[PATH_MAX + 64];	/* /proc/PID/root/<file> */
+	char file[PATH_MAX];		/* <file>, in the process' root */
+	pid_t pid;
 	uint64_t lo, hi;		/* span of the library's mappings */
 	uint64_t base;			/* start of its mapping at file offset 0 */
 	dev_t dev;
@@ -2015,6 +2026,7 @@ static int pl_find(pid_t pid, struct pl_found *pf)
 			snprintf(file, sizeof(file), "%s", name);
 			pf->lo = lo;
 			pf->hi = hi;
+			pf->ino = (ino_t)ino;
 			found = true;
 		} else if (strcmp(file, name)) {
 			continue;	/* a second copy: the first one mapped interposes */
@@ -2030,6 +2042,8 @@ static int pl_find(pid_t pid, struct pl_found *pf)
 	if (!found || !pf->base)
 		return -ENOENT;
 	snprintf(pf->path, sizeof(pf->path), "/proc/%d/root%s", pid, file);
+	snprintf(pf->file, sizeof(pf->file), "%s", file);
+	pf->pid = pid;
 	return 0;
 }
 
@@ -2071,9 +2085,9 @@ static int pl_read_lib(struct mp_bpf *b, const struct pl_found *pf, const char *
 	int fd, r;
 	Elf *elf;
 
-	fd = open(pf->path, O_RDONLY | O_CLOEXEC);
+	fd = mp_target_open(pf->pid, pf->file, mp_same_inode, &pf->ino);	/* the mapped file */
 	if (fd < 0)
-		return -errno;
+		return fd;
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF) {
 		r = -EINVAL;

@@ -3,7 +3,7 @@ include daemon/stacks.mk
 # `memprofctl record` and by memprofd. Exports ENGINE_OBJS / ENGINE_LIBS.
 ENGINE_OWN_OBJS	:= $(B)/daemon/engine.o $(B)/daemon/sampler.o $(B)/daemon/entries.o \
 		   $(B)/daemon/preload_batch.o
-ENGINE_OBJS	= $(ENGINE_OWN_OBJS) $(BPF_LOADER_OBJS) $(SYMBOLIZE_OBJS)
+ENGINE_OBJS	= $(ENGINE_OWN_OBJS) $(BPF_LOADER_OBJS) $(filter-out $(BPF_LOADER_OBJS),$(SYMBOLIZE_OBJS))
 ENGINE_LIBS	= $(BPF_LOADER_LIBS) $(SYMBOLIZE_LIBS) $(B)/lib/libmemprof.a \
 		  $(call pkglibs,libzstd) -lm
 

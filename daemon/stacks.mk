@@ -1,8 +1,8 @@
 # Stacks and symbols: the symbolizer (daemon/symbolize.c) and the DWARF unwinder of copied
 # stacks (daemon/unwind.c). Included from daemon/build.mk; the engine links
 # $(SYMBOLIZE_OBJS) with $(SYMBOLIZE_LIBS). libstdc++ provides __cxa_demangle.
-SYMBOLIZE_OBJS	:= $(B)/daemon/symbolize.o $(B)/daemon/unwind.o
-SYMBOLIZE_LIBS	:= $(call pkglibs,libdw) $(call pkglibs,libelf) -lstdc++
+SYMBOLIZE_OBJS	:= $(B)/daemon/symbolize.o $(B)/daemon/unwind.o $(B)/daemon/target_open.o
+SYMBOLIZE_LIBS	:= $(call pkglibs,libdw) $(call pkglibs,libelf) $(call pkglibs,zlib) -lstdc++
 
 # Unit tests. Helper objects are built with the default -O2 -g so that inlining and CFI are
 # what a real optimized program has; the unwinding helpers drop frame pointers, or CFI.
@@ -45,7 +45,8 @@ $(B)/tests/unit/test_unwind: $(UNWIND_TEST_OBJS) $(SYMBOLIZE_OBJS)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SYMBOLIZE_LIBS)
 
 # Includes daemon/symbolize.c to reach its internal tables.
-$(B)/tests/unit/test_symbolize_tables: $(B)/tests/unit/test_symbolize_tables.o
+$(B)/tests/unit/test_symbolize_tables: $(B)/tests/unit/test_symbolize_tables.o \
+				       $(B)/daemon/target_open.o
 	$(call msg,LINK,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SYMBOLIZE_LIBS)

@@ -33,6 +33,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
@@ -41,6 +43,7 @@
 #include <libelf.h>
 
 #include "daemon/symbolize.h"
+#include "daemon/target_open.h"
 
 /* From libstdc++ (C++ ABI); declared here to keep this file C. */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
@@ -561,8 +564,10 @@ static int read_segments(Elf *elf, struct load_seg **out, size_t *nout)
 	return 0;
 }
 
-/* Open a mapped file the way the process sees it (its mount namespace, deleted files). */
-static int open_mapped(pid_t pid, const char *path, uint64_t start, uint64_t end)
+/* Open a mapped file the way the process sees it (its mount namespace, deleted files):
+ * map_files gives the mapped file itself (it needs CAP_SYS_ADMIN, which the unit does not
+ * grant); else its name in the process' root, then in ours, if it is still that file. */
+static int open_mapped(pid_t pid, const char *path, ino_t ino, uint64_t start, uint64_t end)
 {
 	char buf[PATH_MAX + 64];
 	int fd;
@@ -571,11 +576,11 @@ static int open_mapped(pid_t pid, const char *path, uint64_t start, uint64_t end
 	fd = open(buf, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0)
 		return fd;
-	snprintf(buf, sizeof(buf), "/proc/%d/root%s", (int)pid, path);
-	fd = open(buf, O_RDONLY | O_CLOEXEC);
+	fd = mp_target_open(pid, path, mp_same_inode, &ino);
 	if (fd >= 0)
 		return fd;
-	return open(path, O_RDONLY | O_CLOEXEC);
+	fd = mp_target_open(0, path, mp_same_inode, &ino);
+	return fd < 0 ? -1 : fd;
 }
 
 /* The object behind a file mapping: found by maps identity, else opened and found by build-id,
@@ -591,7 +596,7 @@ static struct module *module_get(struct mp_symbolizer *s, pid_t pid, const char 
 
 	if (m)
 		return m;
-	fd = open_mapped(pid, path, start, end);
+	fd = open_mapped(pid, path, ino, start, end);
 	if (fd < 0)
 		goto fail;
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -670,6 +675,12 @@ static int module_load(struct mp_symbolizer *s, struct module *m)
 	if (!dm) {
 		close(fd);
 		goto fail;
+	}
+	if (s->debuginfo_path) {	/* for mp_find_debuginfo() */
+		void **ud;
+
+		if (dwfl_module_info(dm, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
+			*ud = s->debuginfo_path;
 	}
 	if (dwfl_report_end(m->dwfl, NULL, NULL) || !dwfl_module_getelf(dm, &m->bias))
 		goto fail;
@@ -1176,40 +1187,57 @@ static void perfmap_close(struct perfmap *pm)
 	*pm = (struct perfmap){ .fd = -1 };
 }
 
-/* The pid of @pid in its own pid namespace (the number in its perf map's name). */
-static pid_t ns_pid(pid_t pid)
+/* The pid of @pid in its own pid namespace (the number in its perf map's name) and its
+ * effective uid. -errno if its status cannot be read. */
+static int proc_ids(pid_t pid, pid_t *nspid, uid_t *euid)
 {
 	char path[64], line[256];
-	pid_t nspid = pid;
+	bool have_uid = false;
 	FILE *f;
 
+	*nspid = pid;
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	f = fopen(path, "re");
 	if (!f)
-		return pid;
+		return -errno;
 	while (fgets(line, sizeof(line), f)) {
+		unsigned long ruid, uid;
 		char *last;
 
+		if (!strncmp(line, "Uid:", 4) && sscanf(line + 4, "%lu %lu", &ruid, &uid) == 2) {
+			*euid = (uid_t)uid;
+			have_uid = true;
+		}
 		if (strncmp(line, "NSpid:", 6))
 			continue;
 		last = strrchr(line, '\t');
-		if (last)
-			nspid = (pid_t)strtol(last + 1, NULL, 10);
-		break;
+		if (last && strtol(last + 1, NULL, 10) > 0)
+			*nspid = (pid_t)strtol(last + 1, NULL, 10);
+		break;	/* after Uid: */
 	}
 	fclose(f);
-	return nspid > 0 ? nspid : pid;
+	return have_uid ? 0 : -EIO;
+}
+
+/* A perf map the process may read itself: its effective uid's file, readable by its owner.
+ * A file of anyone else (a hard link, a bind mount of a root-only file) is not read. */
+static bool owned_by(const struct stat *st, const void *arg)
+{
+	return st->st_uid == *(const uid_t *)arg && (st->st_mode & S_IRUSR);
 }
 
 static void perfmap_open(struct proc *p)
 {
-	char path[96];
+	char path[64];
+	pid_t nspid;
+	uid_t euid;
+	int fd;
 
-	if (p->perfmap.fd >= 0 || p->gone)
+	if (p->perfmap.fd >= 0 || p->gone || proc_ids(p->pid, &nspid, &euid))
 		return;
-	snprintf(path, sizeof(path), "/proc/%d/root/tmp/perf-%d.map", (int)p->pid,
-		 (int)ns_pid(p->pid));
-	p->perfmap.fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)nspid);
+	fd = mp_target_open(p->pid, path, owned_by, &euid);
+	p->perfmap.fd = fd >= 0 ? fd : -1;
 }
 
 static int perfsym_cmp(const void *a, const void *b)
@@ -1732,17 +1760,110 @@ void mp_symbolizer__stats(const struct mp_symbolizer *s, struct mp_symbolizer_st
 	out->procs = s->nprocs;
 }
 
+/* A separate debug file named by an object: readable by everyone (the object may belong to a
+ * user who could not read a file of root's or of another user's that it names). */
+static bool world_readable(const struct stat *st, const void *arg)
+{
+	(void)arg;
+	return st->st_mode & S_IROTH;
+}
+
+/* Is @fd the debug file of @mod: the same build-id, else the CRC its .gnu_debuglink gives? */
+static bool debuginfo_matches(Dwfl_Module *mod, int fd, GElf_Word crc)
+{
+	const unsigned char *want;
+	const void *have;
+	GElf_Addr vaddr;
+	int nwant = dwfl_module_build_id(mod, &want, &vaddr);
+	bool ok = false;
+
+	if (nwant > 0) {
+		Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+		ssize_t nhave = elf ? dwelf_elf_gnu_build_id(elf, &have) : -1;
+
+		ok = nhave == nwant && !memcmp(have, want, (size_t)nwant);
+		if (elf)
+			elf_end(elf);
+	} else {
+		unsigned char buf[65536];
+		uLong c = crc32(0, NULL, 0);
+		off_t off = 0;
+		ssize_t n;
+
+		while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
+			c = crc32(c, buf, (uInt)n);
+			off += n;
+		}
+		ok = n == 0 && (GElf_Word)c == crc;
+	}
+	return ok;
+}
+
+/*
+ * libdwfl's own search, by build-id (the debug directories' .build-id trees, debuginfod), then
+ * the name in the object's .gnu_debuglink (or BASENAME.debug), which the object chooses: a
+ * plain name (no '/'), looked for where libdwfl would (beside the object, in .debug/ there, and
+ * under each absolute debug directory plus the object's directory), and opened by
+ * mp_target_open()'s rules: no symlinks, a regular file, readable by everyone, never a FIFO or a
+ * device. libdwfl's own search of those names would follow symlinks and block on a FIFO.
+ */
 int mp_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
 		      const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
 		      char **debuginfo_file_name)
 {
-	int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name,
-					      debuglink_file, debuglink_crc, debuginfo_file_name);
+	/* module_load() puts our search path there; NULL: libdwfl's default */
+	const char *p = *userdata ? *userdata : ":.debug:/usr/lib/debug";
+	char name[NAME_MAX + 1], dir[PATH_MAX], cand[PATH_MAX];
+	const char *slash;
+	int fd;
 
-	/* libdwfl opens without O_CLOEXEC: our fds must not leak into programs we start */
-	if (fd >= 0)
+	/* no file name: the build-id search and debuginfod only */
+	fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, NULL, NULL, 0,
+					  debuginfo_file_name);
+	if (fd >= 0) {
+		/* libdwfl opens without O_CLOEXEC: our fds must not leak into programs we start */
 		fcntl(fd, F_SETFD, FD_CLOEXEC);
-	return fd;
+		return fd;
+	}
+	slash = file_name ? strrchr(file_name, '/') : NULL;
+	if (!slash || slash == file_name)
+		return -1;
+	if (debuglink_file)
+		snprintf(name, sizeof(name), "%s", debuglink_file);
+	else
+		snprintf(name, sizeof(name), "%s.debug", slash + 1);
+	if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+		return -1;
+	snprintf(dir, sizeof(dir), "%.*s", (int)(slash - file_name), file_name);
+	for (;;) {
+		size_t len = strcspn(p, ":");
+		const char *e = p;
+		int n;
+
+		if (*e == '+' || *e == '-') {	/* libdwfl's CRC-check flags */
+			e++;
+			len--;
+		}
+		if (!len)
+			n = snprintf(cand, sizeof(cand), "%s/%s", dir, name);
+		else if (*e == '/')
+			n = snprintf(cand, sizeof(cand), "%.*s%s/%s", (int)len, e, dir, name);
+		else
+			n = snprintf(cand, sizeof(cand), "%s/%.*s/%s", dir, (int)len, e, name);
+		if (n > 0 && (size_t)n < sizeof(cand)) {
+			fd = mp_target_open(0, cand, world_readable, NULL);
+			if (fd >= 0 && debuginfo_matches(mod, fd, debuglink_crc)) {
+				*debuginfo_file_name = strdup(cand);
+				return fd;
+			}
+			if (fd >= 0)
+				close(fd);
+		}
+		p += strcspn(p, ":");
+		if (!*p++)
+			break;
+	}
+	return -1;
 }
 
 struct mp_symbolizer *mp_symbolizer__new_opts(const struct mp_symbolizer_opts *opts)

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -363,6 +364,160 @@ out:
 	munmap(mem, 2 * page);
 }
 
+/*
+ * A perf map is read only if it is the process' own regular file, reached without symlinks:
+ * pointed elsewhere (a symlink), not its owner's, or a FIFO, it is not read (the daemon reads
+ * it as root on the process' behalf).
+ */
+static void test_perfmap_rules(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	char path[64], other[64], want[64];
+	uint64_t code;
+	void *mem;
+	FILE *f;
+
+	mem = mmap(NULL, page, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!ASSERT_TRUE(mem != MAP_FAILED, "mmap PROT_EXEC"))
+		return;
+	code = (uintptr_t)mem;
+	snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+	snprintf(other, sizeof(other), "/tmp/perf-%d.map.target", (int)getpid());
+	snprintf(want, sizeof(want), "[anon]+0x%x", 0x10);
+	f = fopen(other, "we");
+	if (!ASSERT_TRUE(f, "create the symlink's target"))
+		goto out;
+	fprintf(f, "%" PRIx64 " 80 not_through_a_symlink\n", code);
+	fclose(f);
+	for (int i = 0; i < 3; i++) {
+		struct mp_symbolizer *s;
+
+		unlink(path);
+		if (i == 0 && !ASSERT_OK(symlink(other, path), "symlink"))
+			continue;
+		if (i == 1 && !ASSERT_OK(mkfifo(path, 0600), "mkfifo"))
+			continue;
+		if (i == 2) {	/* a file of another uid's (root can make one) */
+			if (geteuid() != 0)
+				continue;
+			f = fopen(path, "we");
+			if (!ASSERT_TRUE(f, "create the perf map"))
+				continue;
+			fprintf(f, "%" PRIx64 " 80 not_of_another_uid\n", code);
+			fclose(f);
+			ASSERT_OK(chown(path, 65534, 65534), "chown");
+		}
+		s = mp_symbolizer__new();
+		if (ASSERT_TRUE(s, "new"))
+			check_anon(s, code + 0x10, want);
+		mp_symbolizer__free(s);
+	}
+out:
+	unlink(path);
+	unlink(other);
+	munmap(mem, page);
+}
+
+/* File offset of @addr in this process' mappings (-1 if unmapped). */
+static int64_t file_offset(uint64_t addr)
+{
+	unsigned long long lo, hi, off;
+	int64_t r = -1;
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx-%llx %*s %llx", &lo, &hi, &off) == 3 && addr >= lo &&
+		    addr < hi) {
+			r = (int64_t)(addr - lo + off);
+			break;
+		}
+	if (f)
+		fclose(f);
+	return r;
+}
+
+static int run(const char *cmd)
+{
+	int r = system(cmd);
+
+	return r == 0 ? 0 : -1;
+}
+
+/*
+ * A separate debug file named by an object's .gnu_debuglink (which whoever built the object
+ * chose): used if it is a regular file, readable by everyone, reached without symlinks; a
+ * FIFO there must not block the symbolizer, and a symlink or a private file is not read.
+ * The object is a copy of this executable, its DWARF moved to DIR/obj.dbg and its build-id
+ * removed.
+ */
+static void test_debuglink(void)
+{
+	char dir[] = "/tmp/mp-debuglink.XXXXXX", cmd[1024], obj[64], dbg[64], real[64];
+	uint64_t ra = capture_plain();
+	int64_t off = file_offset(ra);
+	long page = sysconf(_SC_PAGESIZE);
+	const char *what[] = { "regular", "fifo", "symlink", "private" };
+
+	if (!ASSERT_TRUE(off >= 0, "offset of the captured pc") || !ASSERT_TRUE(mkdtemp(dir), "mkdtemp"))
+		return;
+	snprintf(obj, sizeof(obj), "%s/obj", dir);
+	snprintf(dbg, sizeof(dbg), "%s/obj.dbg", dir);
+	snprintf(real, sizeof(real), "%s/real.dbg", dir);
+	/* without its build-id, the copy is an object of its own (the CRC names its DWARF) */
+	snprintf(cmd, sizeof(cmd), "objcopy -R .note.gnu.build-id --only-keep-debug /proc/%d/exe %s "
+		 "&& objcopy -R .note.gnu.build-id --strip-debug --add-gnu-debuglink=%s /proc/%d/exe "
+		 "%s && cp %s %s && chmod 644 %s %s", (int)getpid(), dbg, dbg, (int)getpid(), obj,
+		 dbg, real, dbg, real);
+	chmod(dir, 0755);
+	if (!ASSERT_OK(run(cmd), "objcopy"))
+		goto out;
+	alarm(30);	/* a symbolizer blocked in open() fails the test */
+	for (int i = 0; i < 4; i++) {
+		struct mp_symbolizer *s = NULL;
+		struct mp_frame f;
+		void *map = MAP_FAILED;
+		int fd;
+
+		unlink(dbg);
+		if (i == 0)
+			ASSERT_OK(link(real, dbg), "link");
+		else if (i == 1)
+			ASSERT_OK(mkfifo(dbg, 0644), "mkfifo");
+		else if (i == 2)
+			ASSERT_OK(symlink(real, dbg), "symlink");
+		else if (ASSERT_OK(link(real, dbg), "link"))
+			chmod(dbg, 0600);
+		fd = open(obj, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			map = mmap(NULL, (size_t)(off / page + 1) * page, PROT_READ | PROT_EXEC,
+				   MAP_PRIVATE, fd, 0);
+		if (fd >= 0)
+			close(fd);
+		if (!ASSERT_TRUE(map != MAP_FAILED, "map the stripped copy"))
+			continue;
+		s = mp_symbolizer__new();
+		if (ASSERT_TRUE(s, "new") &&
+		    ASSERT_OK(mp_symbolizer__resolve(s, getpid(), (uintptr_t)map + (uint64_t)off, 1,
+						     &f), "resolve in the stripped copy")) {
+			print_frame(what[i], &f);
+			ASSERT_STREQ(f.locs[f.nlocs - 1].defname, "mp_plain_function",
+				     "named from .symtab or DWARF");
+			if (i == 0)
+				ASSERT_EQ(f.locs[0].line, mp_line_plain, "a plain debug file is used");
+			else
+				ASSERT_EQ(f.locs[0].line, 0, "a FIFO, symlink or private file is not");
+		}
+		mp_symbolizer__free(s);
+		munmap(map, (size_t)(off / page + 1) * page);
+		chmod(real, 0644);
+	}
+	alarm(0);
+out:
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	run(cmd);
+}
+
 /* Another process: stopped while resolved, then gone (resolved from the snapshot), then
  * forgotten. Results are shared with this process (same objects). */
 static void test_child(void)
@@ -502,6 +657,8 @@ int main(void)
 	RUN(test_minidebuginfo);
 	RUN(test_anonymous);
 	RUN(test_perfmap);
+	RUN(test_perfmap_rules);
+	RUN(test_debuglink);
 	RUN(test_child);
 	RUN(test_no_process);
 	RUN(test_cloexec);
