@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 # Seeds for the control API's fuzzer (tests/fuzz/fuzz_bus.c): each file is a byte saying who
-# connects (0: the fuzzer's user, 1: uid 65534), then what that client sends after
+# connects (bit 0: uid 65534) and how the rest is read (bit 1: a program of messages built
+# with sd-bus, BUILT below), then for the raw mode what that client sends after
 # authenticating, one or more little-endian D-Bus method calls without a destination
 # (peer to peer), one per call memprofd serves (and a few it refuses), with typical and edge
 # arguments. The fuzzer mutates them; tests/unit/fuzz-bus.sh runs it on this directory's
@@ -136,6 +137,33 @@ SEEDS = {
 }
 
 
+# Programs for the fuzzer's other mode (first byte | 2): messages built with sd-bus, each
+# [path index, call index, ops...] as tests/fuzz/fuzz_bus.c's tables and build() read them
+# (ops: 4 i32, 5 u32, 7 u64, 8 double from a table, 9 string from a table, 12 fd,
+# 13 open array, 14 open variant, 15 open dict entry, 17 close, 18 end of message).
+def entry(key, vtype, *value):
+    return [15, 9, key, 14, vtype, *value, 17, 17]
+
+
+BUILT = {
+    # Start([1], {rate: 1e-4, output: <writable fd>, callstack_size: 16, duration_us: 1 s})
+    "built-start": [2, 0, 13, 0, 4, 1, 0, 0, 0, 17, 13, 3,
+                    *entry(0, 0, 8, 1), *entry(6, 6, 12, 0), *entry(1, 1, 5, 16, 0, 0, 0),
+                    *entry(3, 2, 7, 0x40, 0x42, 0x0f, 0, 0, 0, 0, 0), 17, 18],
+    # Start([1], {duration_us: 2^64 - 1})
+    "built-start-duration": [2, 0, 13, 0, 4, 1, 0, 0, 0, 17, 13, 3,
+                             *entry(3, 2, 7, 255, 255, 255, 255, 255, 255, 255, 255), 17, 18],
+    # Start([1], {output: <read-only fd>})
+    "built-start-rdonly": [2, 0, 13, 0, 4, 1, 0, 0, 0, 17, 13, 3, *entry(6, 6, 12, 1), 17, 18],
+    "built-list": [2, 1, 18],
+    # Properties.Get("org.memprofd.Manager1", "Stats"), then GetAll of a profile
+    "built-get": [2, 7, 9, 14, 9, 17, 18, 4, 8, 9, 15, 18],
+    # Profile1.AddProcess(1, {output: <fd>}) on /org/memprofd/profile/1
+    "built-add": [4, 6, 5, 1, 0, 0, 0, 13, 3, *entry(6, 6, 12, 0), 17, 18],
+    "built-stop": [2, 2, 5, 1, 0, 0, 0, 18, 2, 3, 5, 255, 255, 255, 255, 18],
+}
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -145,6 +173,10 @@ def main():
         for who, suffix in ((b"\0", ""), (b"\1", "-nobody")):
             with open(os.path.join(out, name + suffix), "wb") as f:
                 f.write(who + stream)
+    for name, prog in BUILT.items():
+        for who, suffix in ((2, ""), (3, "-nobody")):
+            with open(os.path.join(out, name + suffix), "wb") as f:
+                f.write(bytes([who] + prog))
 
 
 main()
