@@ -134,12 +134,19 @@ int record_daemon__start(struct record_daemon *rd, const struct mp_profile_opts 
 	};
 	struct memprof_client_profile *p;
 	struct mp_outfile out;
+	char msg[256];
 	int r;
 
 	snprintf(rd->out_path, sizeof(rd->out_path), "%s", o->out_path);
 	rd->root = pid;
 	/* Counters before, for the summary's drops (a failure only leaves them out). */
 	memprof_client__daemon(rd->c, &rd->before);
+	r = mp_outfile__check_path(o->out_path, msg, sizeof(msg));
+	if (r < 0) {
+		fprintf(stderr, PFX "Failed to use '%s' with memprofd: %s (--no-daemon records "
+			"to it)\n", o->out_path, msg);
+		return r;
+	}
 	r = open_trace(&out, o->out_path);
 	if (r < 0) {
 		fprintf(stderr, PFX "Failed to create trace '%s': %s\n", o->out_path, strerror(-r));

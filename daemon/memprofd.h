@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
 #include "daemon/engine.h"
@@ -31,6 +32,9 @@
 #define MP_MAX_START_PIDS	256	/* pids in one Start call */
 #define MP_KEEP_DISCARDED	32	/* discarded profiles kept listed */
 #define MP_FLUSH_INTERVAL_US	(5ULL * 1000000)	/* manifests and STATUS= refresh */
+#define MP_OUTPUT_QUEUE_BYTES	(4u << 20)	/* queued per trace while its file is slow */
+#define MP_SHUTDOWN_WAIT_MS	10000	/* at exit, for traces still being written */
+#define MP_DISCARD_WAIT_US	(2ULL * 1000000)	/* a Discard's reply, for the same */
 
 /* /etc/memprofd.conf, see memprofd(8). Command-line options override it. */
 struct mp_config {
@@ -53,6 +57,10 @@ struct svc_profile {
 	uint64_t start_realtime_us;
 	bool to_fd;			/* first trace goes to a client's fd */
 	enum mp_profile_state last_state;
+	bool failures_logged;		/* the traces' write failures, counted, at the end */
+	unsigned int manifest_failures;	/* manifest writes failed in a row (logged once) */
+	sd_bus_message *discard_call;	/* a Discard answered once the trace files are written */
+	sd_event_source *discard_timer;	/* ... or after MP_DISCARD_WAIT_US */
 	struct svc_profile *next;
 };
 
@@ -142,9 +150,24 @@ struct svc_profile *svc_profile__find(struct memprofd *d, uint32_t id);
 struct svc_profile *svc_profile__by_engine(struct memprofd *d, const struct mp_profile *p);
 /* Write <dir>/manifest.json (atomically: temporary name, then rename). */
 int svc_profile__write_manifest(struct memprofd *d, struct svc_profile *sp);
+/*
+ * Discard @m of @sp succeeded: keep its reply until the profile's trace files are written and
+ * closed (at most MP_DISCARD_WAIT_US), so that a caller reads complete files. Returns 1 when
+ * the reply is kept (sent later), 0 when the files are complete already (reply now).
+ */
+int svc_profile__defer_reply(struct memprofd *d, struct svc_profile *sp, sd_bus_message *m);
+/* Log the traces' write failures: each when first seen, and with their counts once the
+ * profile's files are complete. */
+void svc_profile__log_write_failures(struct svc_profile *sp);
 /* The engine changed @sp's state by itself or through us: manifest, signals, status. */
 void svc_profile__state_changed(struct memprofd *d, struct svc_profile *sp);
 void svc_profile__free_all(struct memprofd *d);
+/*
+ * At start: mark "interrupted" the manifests under <state dir>/profiles of profiles that a
+ * previous memprofd did not complete (SIGKILL, a crash), so that no collector waits for them.
+ * Returns how many.
+ */
+unsigned int svc_profile__mark_interrupted(const char *state_dir);
 /* Highest profile id found under <state dir>/profiles, so ids stay unique across restarts. */
 uint32_t svc_profile__scan_ids(const char *state_dir);
 const char *svc_state_name(enum mp_profile_state st);
@@ -152,6 +175,11 @@ const char *svc_state_name(enum mp_profile_state st);
  * named as the API and the manifests show them. Returns how many, or -errno. */
 #define SVC_MAX_COUNTERS	64
 int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_t max);
+/*
+ * What went wrong with the trace of @ps: the errno name of its first failed write ("ENOSPC"),
+ * else "stalled" when its output did not keep up, else NULL; *@since_us gets when it began.
+ */
+const char *svc_write_error(const struct mp_proc_stats *ps, uint64_t *since_us);
 /* May @uid act on @sp (stop, discard)? root and the owner may. */
 bool svc_profile__may_control(const struct svc_profile *sp, uid_t uid);
 /* A snapshot of @sp's processes in a new array *@out (NULL when there are none; free() it).
