@@ -32,6 +32,8 @@ struct record_daemon {
 	pid_t root;
 	char out_path[PATH_MAX];
 	struct memprof_client_daemon *before;	/* counters at start */
+	pid_t *forked;			/* children given a trace, so a reused pid gets a new name */
+	size_t nforked, forked_cap;
 };
 
 static bool unreachable(int r)
@@ -92,7 +94,25 @@ static int daemon_sync(void *ctx, pid_t pid, bool forked, char *err, size_t err_
 
 	err[0] = '\0';
 	if (forked) {
-		snprintf(path, sizeof(path), "%s.%d", rd->out_path, (int)pid);
+		unsigned int k = 1;
+
+		for (size_t i = 0; i < rd->nforked; i++)
+			k += rd->forked[i] == pid;
+		if (rd->nforked == rd->forked_cap) {
+			size_t cap = rd->forked_cap ? rd->forked_cap * 2 : 16;
+			pid_t *n = realloc(rd->forked, cap * sizeof(*n));
+
+			if (!n) {
+				snprintf(err, err_len, "Out of memory");
+				return -ENOMEM;
+			}
+			rd->forked = n;
+			rd->forked_cap = cap;
+		}
+		rd->forked[rd->nforked++] = pid;
+		/* the engine's names (engine.c): FILE.PID, then FILE.PID.2, ... */
+		snprintf(path, sizeof(path), k > 1 ? "%s.%d.%u" : "%s.%d", rd->out_path, (int)pid,
+			 k);
 		r = open_trace(&o, path);
 		if (r < 0) {
 			snprintf(err, err_len, "Failed to create trace '%s': %s", path,
@@ -374,5 +394,6 @@ void record_daemon__free(struct record_daemon *rd)
 	}
 	memprof_client_daemon__free(rd->before);
 	memprof_client__free(rd->c);
+	free(rd->forked);
 	free(rd);
 }
