@@ -237,13 +237,14 @@ void ctl_print_profile(const struct memprof_client_profile *p)
 			localtime_r(&sec, &tm);
 			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
 			if (strcmp(we->error, "stalled"))
-				printf("  %-8" PRIu32 " WRITE ERROR: %s (%s) since %s: %" PRIu64 " events "
-				       "not written; the trace ends there\n", (uint32_t)c->pid,
-				       we->error, describe_errno(we->error), when, we->lost);
-			else
-				printf("  %-8" PRIu32 " OUTPUT STALLED since %s: %" PRIu64 " events not "
-				       "written (the file did not keep up)\n", (uint32_t)c->pid, when,
+				printf("  %-8" PRIu32 " WRITE ERROR: %s (%s) since %s: %" PRIu64
+				       " events not written; the trace ends there\n",
+				       (uint32_t)c->pid, we->error, describe_errno(we->error), when,
 				       we->lost);
+			else
+				printf("  %-8" PRIu32 " OUTPUT STALLED since %s: %" PRIu64
+				       " events not written (the file did not keep up)\n",
+				       (uint32_t)c->pid, when, we->lost);
 		}
 	}
 }

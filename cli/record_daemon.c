@@ -32,7 +32,7 @@ struct record_daemon {
 	pid_t root;
 	char out_path[PATH_MAX];
 	struct memprof_client_daemon *before;	/* counters at start */
-	pid_t *forked;			/* children given a trace, so a reused pid gets a new name */
+	pid_t *forked;			/* children given a trace (pid reuse: a new name) */
 	size_t nforked, forked_cap;
 };
 

@@ -45,8 +45,8 @@
 #define MP_EP_TIMER		2
 
 #define MP_FPC_SLOTS	256
-#define MP_TRACE_MODE	0600	/* traces in a directory of traces: their owner (and root) */
-#define MP_NAME_TRIES	1000	/* names tried for one trace: PID-COMM.ctf, PID-COMM.2.ctf... */
+#define MP_TRACE_MODE	0600	/* traces in a directory of traces: their owner's */
+#define MP_NAME_TRIES	1000	/* names tried: PID-COMM.ctf, PID-COMM.2.ctf, ... */
 /* an entry whose alloc could not be written: its free is neither written nor unmatched */
 #define MP_ENTRY_ID_UNWRITTEN	((1ull << MP_ENTRY_ID_BITS) - 1)
 
@@ -2123,14 +2123,14 @@ size_t mp_profile__write_failures(const struct mp_profile *p,
 		const char *where = t->path ? t->path : "the caller's file";
 
 		if (t->write_errors)
-			snprintf(msg, sizeof(msg), "Failed to write the trace of %s (pid %d) to '%s': "
-				 "%s; %" PRIu64 " writes lost, the trace is incomplete", t->comm,
-				 (int)t->pid, where, strerror(t->write_err ? t->write_err : EIO),
-				 t->write_errors);
+			snprintf(msg, sizeof(msg), "Failed to write the trace of %s (pid %d) to "
+				 "'%s': %s; %" PRIu64 " writes lost, the trace is incomplete",
+				 t->comm, (int)t->pid, where,
+				 strerror(t->write_err ? t->write_err : EIO), t->write_errors);
 		else if (t->stalled)
-			snprintf(msg, sizeof(msg), "The output of the trace of %s (pid %d), '%s', did "
-				 "not keep up: %" PRIu64 " events were not written", t->comm,
-				 (int)t->pid, where, t->stalled);
+			snprintf(msg, sizeof(msg), "The output of the trace of %s (pid %d), "
+				 "'%s', did not keep up: %" PRIu64 " events were not written",
+				 t->comm, (int)t->pid, where, t->stalled);
 		else
 			continue;
 		fn(ctx, msg);

@@ -59,7 +59,7 @@ struct svc_profile {
 	enum mp_profile_state last_state;
 	bool failures_logged;		/* the traces' write failures, counted, at the end */
 	unsigned int manifest_failures;	/* manifest writes failed in a row (logged once) */
-	sd_bus_message *discard_call;	/* a Discard answered once the trace files are written */
+	sd_bus_message *discard_call;	/* a Discard, answered once the files are written */
 	sd_event_source *discard_timer;	/* ... or after MP_DISCARD_WAIT_US */
 	struct svc_profile *next;
 };

@@ -71,7 +71,7 @@ struct memprof_writer {
 	bool patchable;			/* plain, on a regular file without O_APPEND */
 	uint64_t ctx_off;		/* file offset of the context string, and its length */
 	size_t ctx_len;
-	char *patch;			/* sync writer: the context tail for close (with @patch_len) */
+	char *patch;			/* sync writer: the context tail for close */
 	size_t patch_len;
 	uint16_t version;
 	uint16_t domain;

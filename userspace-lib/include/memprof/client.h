@@ -136,8 +136,9 @@ struct memprof_client_process {
 /* A trace that could not be written whole (Profile1.ProcessWriteErrors). */
 struct memprof_client_write_error {
 	pid_t pid;
-	char *error;			/* the errno name of the first failed write ("ENOSPC"), or
-					 * "stalled": the output did not keep up */
+	char *error;			/* the errno name of the first failed write
+					 * ("ENOSPC"), or "stalled": the output did not
+					 * keep up */
 	uint64_t since_us;		/* when it began, CLOCK_REALTIME µs */
 	uint64_t lost;			/* events not written */
 };
