@@ -605,8 +605,9 @@ void svc_profile__log_write_failures(struct svc_profile *sp)
 void svc_profile__state_changed(struct memprofd *d, struct svc_profile *sp)
 {
 	enum mp_profile_state st = mp_profile__state(sp->p);
+	bool changed = st != sp->last_state;
 
-	if (st != sp->last_state)
+	if (changed)
 		log_notice("Profile %" PRIu32 ": %s", sp->id, svc_state_name(st));
 	svc_profile__log_write_failures(sp);
 	if (st == MP_PROFILE_DISCARDED && !mp_profile__closing(sp->p))
@@ -614,7 +615,9 @@ void svc_profile__state_changed(struct memprofd *d, struct svc_profile *sp)
 	sp->last_state = st;
 	svc_profile__write_manifest(d, sp);
 	mp_bus_server__profile_changed(d->bus, sp);
-	if (st == MP_PROFILE_DISCARDED)
+	/* Not when the engine says the files are written (the same state): that may come from
+	 * within a walk of the profiles (a manifest's counts read the engine's events). */
+	if (st == MP_PROFILE_DISCARDED && changed)
 		prune_discarded(d);
 	memprofd__update_status(d);
 }
