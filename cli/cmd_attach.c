@@ -13,6 +13,7 @@
 #include "cli/ctl_bus.h"
 #include "daemon/engine.h"
 #include "userspace-lib/outfile.h"
+#include "userspace-lib/validate.h"
 
 static void attach_help(void)
 {
@@ -21,7 +22,7 @@ static void attach_help(void)
 	       "Start sampling the allocations of running processes in memprofd.\n"
 	       "\n"
 	       "Options:\n"
-	       "  -r, --rate RATE           sampling rate per word, in (0, 1] (default 1e-4)\n"
+	       "  -r, --rate RATE           sampling rate per word, in [1e-9, 1] (default 1e-4)\n"
 	       "      --callstack-size N    frames kept per sample, 1-127 (default 127)\n"
 	       "      --unwind MODE         backtraces: fp, dwarf or auto (default auto)\n"
 	       "      --stack-copy-size BYTES\n"
@@ -72,15 +73,20 @@ int cmd_attach(int argc, char **argv)
 	char *end;
 	int c, r, ret = 1;
 	unsigned long v;
+	char msg[256];
 
 	while ((c = getopt_long(argc, argv, "r:d:o:zwjh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
 			errno = 0;
 			o.rate = strtod(optarg, &end);
-			if (errno || end == optarg || *end || !(o.rate > 0 && o.rate <= 1)) {
-				fprintf(stderr, "memprofctl attach: invalid rate '%s': it must be in "
-					"(0, 1]\n", optarg);
+			if (errno || end == optarg || *end) {
+				fprintf(stderr, "memprofctl attach: invalid rate '%s': a number\n",
+					optarg);
+				return 2;
+			}
+			if (mp_rate__check(o.rate, msg, sizeof(msg)) < 0) {
+				fprintf(stderr, "memprofctl attach: %s\n", msg);
 				return 2;
 			}
 			break;
@@ -190,8 +196,13 @@ int cmd_attach(int argc, char **argv)
 		/*
 		 * Opened here, with the caller's rights; memprofd only gets the descriptor
 		 * (read-write: it patches the header's drop counts at the end). A file already
-		 * there is replaced only once memprofd accepted the profile (outfile.h).
+		 * there is replaced only once memprofd accepted the profile (outfile.h). A
+		 * regular file only: memprofd refuses pipes, FIFOs and devices.
 		 */
+		if (mp_outfile__check_path(output, msg, sizeof(msg)) < 0) {
+			ctl_fail("attach", "Failed to use '%s': %s", output, msg);
+			goto out;
+		}
 		r = mp_outfile__open(&out, output, true, 0644);
 		if (r < 0) {
 			ctl_fail("attach", "Failed to open '%s': %s", output, strerror(-r));

@@ -42,6 +42,8 @@
 #include "cli/ctl_bus.h"
 #include "cli/record_daemon.h"
 #include "cli/record_trace.h"
+#include "userspace-lib/outfile.h"
+#include "userspace-lib/validate.h"
 #include "daemon/engine.h"
 
 #define R_DEBUG_STATE_OFF 24	/* offsetof(struct r_debug, r_state) on LP64 */
@@ -54,7 +56,7 @@ static void record_usage(FILE *f)
 		"Run CMD and sample its allocations; write a memtrace trace when it exits.\n"
 		"\n"
 		"Options:\n"
-		"  -r, --rate RATE          sampling rate per 8-byte word, in (0, 1]\n"
+		"  -r, --rate RATE          sampling rate per 8-byte word, in [1e-9, 1]\n"
 		"                           (default 1e-4)\n"
 		"      --interval BYTES     mean bytes between samples (rate = 8 / BYTES)\n"
 		"      --callstack-size N   frames kept per sample (default and maximum 127)\n"
@@ -478,7 +480,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	};
 	bool has_rate = false, has_interval = false;
 	uint64_t v;
-	char *end;
+	char *end, msg[128];
 	int c;
 
 	o->popts.rate = 1e-4;
@@ -488,10 +490,13 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		case 'r':
 			errno = 0;
 			o->popts.rate = strtod(optarg, &end);
-			if (errno || *end || end == optarg ||
-			    !(o->popts.rate > 0 && o->popts.rate <= 1)) {
-				fprintf(stderr, "memprofctl record: invalid rate '%s': it must "
-					"be a number in (0, 1]\n", optarg);
+			if (errno || *end || end == optarg) {
+				fprintf(stderr, "memprofctl record: invalid rate '%s': a number\n",
+					optarg);
+				return 2;
+			}
+			if (mp_rate__check(o->popts.rate, msg, sizeof(msg)) < 0) {
+				fprintf(stderr, "memprofctl record: %s\n", msg);
 				return 2;
 			}
 			if (has_interval) {
@@ -513,6 +518,11 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 				return 2;
 			}
 			o->popts.rate = 8.0 / (double)v;
+			if (mp_rate__check(o->popts.rate, msg, sizeof(msg)) < 0) {
+				fprintf(stderr, "memprofctl record: invalid interval '%s': %s\n",
+					optarg, msg);
+				return 2;
+			}
 			has_interval = true;
 			break;
 		case OPT_CALLSTACK:
@@ -729,7 +739,7 @@ int cmd_record(int argc, char **argv)
 	sigset_t mask, old;
 	int errpipe[2] = { -1, -1 }, go[2] = { -1, -1 }, sigfd = -1, st = 0, ret = 1, r, err;
 	struct record_trace_stats tstats;
-	char errmsg[1024];
+	char errmsg[1024], msg[256];
 	pid_t child;
 	bool reaped = false, running = false;
 	struct rlimit rl;
@@ -755,6 +765,10 @@ int cmd_record(int argc, char **argv)
 	sigaddset(&mask, SIGQUIT);
 	sigaddset(&mask, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &mask, &old);
+	/* memprofd writes regular files only: record a FIFO or a device itself */
+	if (o.daemon == RECORD_DAEMON_AUTO && o.popts.out_path &&
+	    mp_outfile__check_path(o.popts.out_path, msg, sizeof(msg)) < 0)
+		o.daemon = RECORD_DAEMON_NEVER;
 	if (record_daemon__open(o.daemon, o.eopts.has_seed, &rd) < 0) {
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		return 1;

@@ -33,6 +33,8 @@ struct record_daemon {
 	pid_t root;
 	char out_path[PATH_MAX];
 	struct memprof_client_daemon *before;	/* counters at start */
+	pid_t *forked;			/* children given a trace (pid reuse: a new name) */
+	size_t nforked, forked_cap;
 };
 
 static bool unreachable(int r)
@@ -99,7 +101,25 @@ static int daemon_sync(void *ctx, pid_t pid, bool forked, char *err, size_t err_
 
 	err[0] = '\0';
 	if (forked) {
-		snprintf(path, sizeof(path), "%s.%d", rd->out_path, (int)pid);
+		unsigned int k = 1;
+
+		for (size_t i = 0; i < rd->nforked; i++)
+			k += rd->forked[i] == pid;
+		if (rd->nforked == rd->forked_cap) {
+			size_t cap = rd->forked_cap ? rd->forked_cap * 2 : 16;
+			pid_t *n = realloc(rd->forked, cap * sizeof(*n));
+
+			if (!n) {
+				snprintf(err, err_len, "Out of memory");
+				return -ENOMEM;
+			}
+			rd->forked = n;
+			rd->forked_cap = cap;
+		}
+		rd->forked[rd->nforked++] = pid;
+		/* the engine's names (engine.c): FILE.PID, then FILE.PID.2, ... */
+		snprintf(path, sizeof(path), k > 1 ? "%s.%d.%u" : "%s.%d", rd->out_path, (int)pid,
+			 k);
 		r = open_trace(&o, path);
 		if (r < 0) {
 			snprintf(err, err_len, "Failed to create trace '%s': %s", path,
@@ -141,12 +161,19 @@ int record_daemon__start(struct record_daemon *rd, const struct mp_profile_opts 
 	};
 	struct memprof_client_profile *p;
 	struct mp_outfile out;
+	char msg[256];
 	int r;
 
 	snprintf(rd->out_path, sizeof(rd->out_path), "%s", o->out_path);
 	rd->root = pid;
 	/* Counters before, for the summary's drops (a failure only leaves them out). */
 	memprof_client__daemon(rd->c, &rd->before);
+	r = mp_outfile__check_path(o->out_path, msg, sizeof(msg));
+	if (r < 0) {
+		fprintf(stderr, PFX "Failed to use '%s' with memprofd: %s (--no-daemon records "
+			"to it)\n", o->out_path, msg);
+		return r;
+	}
 	r = open_trace(&out, o->out_path);
 	if (r < 0) {
 		fprintf(stderr, PFX "Failed to create trace '%s': %s\n", o->out_path, strerror(-r));
@@ -397,5 +424,6 @@ void record_daemon__free(struct record_daemon *rd)
 	}
 	memprof_client_daemon__free(rd->before);
 	memprof_client__free(rd->c);
+	free(rd->forked);
 	free(rd);
 }

@@ -21,6 +21,8 @@
 #include "bpf/memprof.h"
 #include "daemon/bus.h"
 #include "daemon/memprofd.h"
+#include "userspace-lib/outfile.h"
+#include "userspace-lib/validate.h"
 
 struct bus_conn {
 	struct mp_bus_server *s;
@@ -169,11 +171,11 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 		if (r < 0)
 			return r;
 		if (!strcmp(key, "rate")) {
+			char msg[128];
+
 			r = read_opt(m, key, "d", &req->rate, error);
-			if (r >= 0 && !(req->rate > 0 && req->rate <= 1))
-				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
-							 "Invalid sampling rate %g: it must be in "
-							 "(0, 1]", req->rate);
+			if (r >= 0 && mp_rate__check(req->rate, msg, sizeof(msg)) < 0)
+				return sd_bus_error_set(error, MP_BUS_ERR_INVALID, msg);
 		} else if (!strcmp(key, "callstack_size")) {
 			uint32_t v;
 
@@ -221,12 +223,10 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 		} else if (!strcmp(key, "output")) {
 			r = read_opt(m, key, "h", &fd, error);
 			if (r >= 0) {
-				int fl = fcntl(fd, F_GETFL);
+				char msg[256];
 
-				if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY)
-					return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
-								 "The output file descriptor is not "
-								 "open for writing");
+				if (mp_outfile__check_fd(fd, msg, sizeof(msg)) < 0)
+					return sd_bus_error_set(error, MP_BUS_ERR_INVALID, msg);
 				req->out_fd = fd;	/* owned by the message; the engine dups */
 			}
 		} else {
@@ -348,6 +348,9 @@ static int profile_op(struct mp_bus_server *s, sd_bus_message *m, struct svc_pro
 	r = op(s->d, sp, err, sizeof(err));
 	if (r < 0)
 		return set_error(error, r, true, err);
+	/* a discard is answered once its trace files are written (bounded) */
+	if (op == svc_profile__discard && svc_profile__defer_reply(s->d, sp, m) > 0)
+		return 1;
 	return sd_bus_reply_method_return(m, "");
 }
 
@@ -528,6 +531,36 @@ static int prop_process_strings(sd_bus *bus, const char *path, const char *iface
 	return r;
 }
 
+/*
+ * ProcessWriteErrors: (pid, error, since, events lost) of each process whose trace could not
+ * be written whole: the errno name of the first failed write (ENOSPC...), or "stalled" for an
+ * output that did not keep up, its CLOCK_REALTIME time in µs, and the events not written
+ * (write errors and stalls together).
+ */
+static int prop_write_errors(sd_bus *bus, const char *path, const char *iface, const char *prop,
+			     sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	struct svc_profile *sp = userdata;
+	struct mp_proc_stats *ps;
+	int n = svc_profile__procs(sp, &ps), r;
+
+	if (n < 0)
+		return n;
+	r = sd_bus_message_open_container(reply, 'a', "(ustt)");
+	for (int i = 0; r >= 0 && i < n; i++) {
+		uint64_t since;
+		const char *name = svc_write_error(&ps[i], &since);
+
+		if (name)
+			r = sd_bus_message_append(reply, "(ustt)", (uint32_t)ps[i].pid, name, since,
+						  ps[i].write_errors + ps[i].stalled);
+	}
+	if (r >= 0)
+		r = sd_bus_message_close_container(reply);
+	free(ps);
+	return r;
+}
+
 static int profile_stop(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	struct svc_profile *sp = userdata;
@@ -573,10 +606,8 @@ static int profile_add_process(sd_bus_message *m, void *userdata, sd_bus_error *
 		r = read_opt(m, key, "h", &out_fd, error);
 		if (r < 0)
 			return r;
-		r = fcntl(out_fd, F_GETFL);
-		if (r < 0 || (r & O_ACCMODE) == O_RDONLY)
-			return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
-						 "The output file descriptor is not open for writing");
+		if (mp_outfile__check_fd(out_fd, err, sizeof(err)) < 0)
+			return sd_bus_error_set(error, MP_BUS_ERR_INVALID, err);
 		r = sd_bus_message_exit_container(m);
 		if (r < 0)
 			return r;
@@ -609,6 +640,7 @@ static const sd_bus_vtable profile_vtable[] = {
 	SD_BUS_PROPERTY("Processes", "a(usbttttddts)", prop_processes, 0, 0),
 	SD_BUS_PROPERTY("ProcessModes", "a(us)", prop_process_strings, 0, 0),
 	SD_BUS_PROPERTY("ProcessDetached", "a(us)", prop_process_strings, 0, 0),
+	SD_BUS_PROPERTY("ProcessWriteErrors", "a(ustt)", prop_write_errors, 0, 0),
 	SD_BUS_METHOD("Stop", "", "", profile_stop, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD("Discard", "", "", profile_discard, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_ARGS("AddProcess", SD_BUS_ARGS("u", pid, "a{sv}", options),

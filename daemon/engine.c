@@ -32,6 +32,7 @@
 #include "daemon/symbolize.h"
 #include "daemon/unwind.h"
 #include "userspace-lib/outfile.h"
+#include "userspace-lib/writer_async.h"
 
 #define MP_DEFAULT_RATE		1e-4
 #define MP_DEFAULT_MAX_ENTRIES	(1u << 20)
@@ -45,6 +46,19 @@
 #define MP_EP_TIMER		2
 
 #define MP_FPC_SLOTS	256
+#define MP_TRACE_MODE	0600	/* traces in a directory of traces: their owner's */
+#define MP_NAME_TRIES	1000	/* names tried: PID-COMM.ctf, PID-COMM.2.ctf, ... */
+/* an entry whose alloc could not be written: its free is neither written nor unmatched */
+#define MP_ENTRY_ID_UNWRITTEN	((1ull << MP_ENTRY_ID_BITS) - 1)
+
+struct mp_ptrace;
+
+/* A completed trace whose writer's thread is still writing (asynchronous outputs). */
+struct mp_closing {
+	struct memprof_writer *w;
+	struct mp_ptrace *t;		/* NULL once the trace was freed */
+	struct mp_closing *next;
+};
 
 /* One trace: a (profile, process) pair. */
 struct mp_ptrace {
@@ -65,7 +79,12 @@ struct mp_ptrace {
 	bool in_table;
 	uint64_t samples, nsamples, frees, live_nsamples, truncated, exec_collects;
 	uint64_t unmatched, stale, table_full, write_errors;
+	uint64_t stalled;		/* events not written: the output's queue was full */
+	uint64_t stalled_us;		/* the first of them (CLOCK_REALTIME µs) */
 	int write_err;			/* errno of the first failed write, or 0 */
+	uint64_t write_err_us;		/* when it happened (CLOCK_REALTIME µs) */
+	bool write_err_told;		/* mp_profile__new_write_failures() reported it */
+	struct mp_closing *closing;	/* its writer still finishes the file, or NULL */
 	/* overhead control (check_overhead()) */
 	struct mp_proc_hits hits;	/* probe hits at the start of the current window */
 	uint64_t win_start_ns;		/* CLOCK_MONOTONIC start of that window, 0: none yet */
@@ -97,6 +116,8 @@ struct mp_profile {
 	struct mp_ptrace *list, **tail;
 	size_t ntraces;
 	bool starting;			/* in mp_engine__start(): traces not renamed into place yet */
+	unsigned int nclosing;		/* traces whose writers still finish their files */
+	bool tell_closed;		/* its last closing writer finished: tell the caller */
 	unsigned int nalive;		/* processes not exited */
 	uint64_t stop_ns;		/* CLOCK_MONOTONIC of stop (events after it are ignored) */
 	uint64_t deadline_ns;		/* duration: stop at this CLOCK_MONOTONIC time, or 0 */
@@ -131,6 +152,8 @@ struct mp_engine {
 	/* mp_profile__sync_pid(): the trace of sync_pid (> 0) goes to sync_fd (service) */
 	pid_t sync_pid;
 	int sync_fd;
+	struct mp_closing *closing;	/* writers finishing completed traces */
+	bool reaping;			/* in reap_outputs() */
 };
 
 static uint64_t now_mono_ns(void)
@@ -163,6 +186,7 @@ static const char *const drop_names[MP_DROP__MAX] = {
 	[MP_DROP_LOST_EXIT] = "lost_exits",
 	[MP_DROP_PROCS_FULL] = "unfollowed_children",
 	[MP_DROP_MALFORMED] = "malformed_records",
+	[MP_DROP_STALLED] = "stalled_output",
 };
 
 static const char *const stat_names[MP_STAT__MAX] = {
@@ -267,11 +291,12 @@ static void final_drops(const struct mp_ptrace *t, char *buf, size_t len)
 			d[i] = now[i] - p->bpf_base[i];
 	snprintf(buf, len,
 		 "table_full=%" PRIu64 " unmatched_frees=%" PRIu64 " stale_blocks=%" PRIu64
-		 " write_errors=%" PRIu64 " truncated_stacks=%" PRIu64 " window_cut_stacks=%"
+		 " write_errors=%" PRIu64 " stalled_output=%" PRIu64 " truncated_stacks=%" PRIu64
+		 " window_cut_stacks=%"
 		 PRIu64 " exec_collects=%" PRIu64 "; all processes: ringbuf=%" PRIu64
 		 " bpf_table=%" PRIu64 " missed_returns=%" PRIu64 " stack_errors=%" PRIu64
 		 " ustack_lost=%" PRIu64 " bpf_procs_full=%" PRIu64,
-		 t->table_full, t->unmatched, t->stale, t->write_errors, t->truncated,
+		 t->table_full, t->unmatched, t->stale, t->write_errors, t->stalled, t->truncated,
 		 t->window_cut, t->exec_collects, d[MP_STAT_RINGBUF_DROPS],
 		 d[MP_STAT_TABLE_DROPS], d[MP_STAT_MISSED_RETURNS], d[MP_STAT_STACK_ERRORS],
 		 d[MP_STAT_USTACK_LOST], d[MP_STAT_PROCS_FULL]);
@@ -280,11 +305,28 @@ static void final_drops(const struct mp_ptrace *t, char *buf, size_t len)
 			 t->detached_reason);
 }
 
-/* A write into @t's trace failed with @err (-errno): counted, the first error kept. */
+/*
+ * A write into @t's trace failed with @err (-errno): counted, the first error kept with its
+ * time. -EAGAIN is an output that does not keep up (its queue is full): the event is not in
+ * the trace, which stays whole, and counts as stalled.
+ */
 static void trace_write_failed(struct mp_ptrace *t, int err)
 {
-	if (!t->write_err)
+	if (err == -EAGAIN) {
+		if (!t->stalled++)
+			t->stalled_us = now_epoch_us();
+		t->p->e->drops[MP_DROP_STALLED]++;
+		return;
+	}
+	if (!t->write_err) {
+		uint64_t since = 0;
+
 		t->write_err = err < 0 ? -err : EIO;
+		/* the writer's thread saw it first, when it is the file's own error */
+		if (!t->w || mp_writer__output_error(t->w, &since, NULL) != t->write_err || !since)
+			since = now_epoch_us();
+		t->write_err_us = since;
+	}
 	t->write_errors++;
 	t->p->e->drops[MP_DROP_WRITE]++;
 }
@@ -292,33 +334,22 @@ static void trace_write_failed(struct mp_ptrace *t, int err)
 /*
  * The trace-info packet is written first, so the final drop counts cannot be known then: the
  * context ends in a fixed-width field that completion overwrites in place with the counts
- * (same length, so the packet stays valid). Plain regular files only.
+ * (same length, so the packet stays valid). Plain traces on regular files only: the writer
+ * does it after the last packet (on its thread for an asynchronous output).
  */
 static void patch_context(struct mp_ptrace *t)
 {
-	char old[MP_CTX_DROPS_WIDTH + 1], new[MP_CTX_DROPS_WIDTH + 1], head[16384];
-	char pat[sizeof(MP_CTX_DROPS_MARK) + MP_CTX_DROPS_WIDTH + 1];
-	struct stat st;
-	ssize_t n;
-	char *at;
+	char new[MP_CTX_DROPS_WIDTH + 1];
+	int r;
 
-	if (t->fd < 0 || t->p->opts.zstd_level > 0)
+	if (!t->w || t->p->opts.zstd_level > 0)
 		return;
-	if (fstat(t->fd, &st) || !S_ISREG(st.st_mode) || (fcntl(t->fd, F_GETFL) & O_APPEND))
-		return;
-	snprintf(old, sizeof(old), "%-*s", MP_CTX_DROPS_WIDTH, MP_CTX_DROPS_PENDING);
 	final_drops(t, new, sizeof(new));
 	snprintf(new + strlen(new), sizeof(new) - strlen(new), "%-*s",
 		 (int)(MP_CTX_DROPS_WIDTH - strlen(new)), "");
-	snprintf(pat, sizeof(pat), "%s%s", MP_CTX_DROPS_MARK, old);
-	n = pread(t->fd, head, sizeof(head), 0);
-	if (n <= 0)
-		return;
-	at = memmem(head, (size_t)n, pat, strlen(pat));
-	if (!at)
-		return;
-	if (pwrite(t->fd, new, MP_CTX_DROPS_WIDTH, at - head + strlen(MP_CTX_DROPS_MARK)) < 0)
-		trace_write_failed(t, -errno);
+	r = mp_writer__patch_context_tail(t->w, new, MP_CTX_DROPS_WIDTH);
+	if (r < 0 && r != -ENOTSUP)
+		trace_write_failed(t, r);
 }
 
 /* What @fd is, for a message: its path as /proc shows it. */
@@ -360,9 +391,10 @@ static int trace_commit(struct mp_ptrace *t, char *err, size_t err_len)
 }
 
 /*
- * The trace file of @t at @path. In the service's own directories it is created as it is; a
- * path the user named (-o) goes through mp_outfile: a file already there is replaced only at
- * trace_commit(), a device or FIFO is written as it is and never removed.
+ * The trace file of @t at @path. In a directory of traces (the service's own, or record's
+ * default) it is a new file (O_EXCL: -EEXIST when the name is taken), readable by its owner
+ * only; a path the user named (-o) goes through mp_outfile: a file already there is replaced
+ * only at trace_commit(), a device or FIFO is written as it is and never removed.
  */
 static int trace_open_file(struct mp_ptrace *t, const char *path, bool user_named)
 {
@@ -376,7 +408,7 @@ static int trace_open_file(struct mp_ptrace *t, const char *path, bool user_name
 		fd = t->out.fd;
 		t->own_file = t->out.tmp || t->out.created;
 	} else {
-		fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, MP_TRACE_MODE);
 		if (fd < 0)
 			return -errno;
 		t->own_file = true;
@@ -479,34 +511,122 @@ static void prewarm(struct mp_profile *p, pid_t pid)
 	}
 }
 
-/* A writer on @t's file, its trace-info packet (the process' image now) written. NULL + errno. */
-static struct memprof_writer *trace_writer_new(struct mp_ptrace *t)
+/*
+ * Complete @w's file without waiting for it: its thread finishes the file; a writer not done
+ * yet is kept in the engine's closing list (for @t, or none) and closed by reap_outputs().
+ * Returns the writer's error, or 0.
+ */
+static int writer_release(struct mp_engine *e, struct memprof_writer *w, struct mp_ptrace *t)
+{
+	struct mp_closing *c;
+	int r;
+
+	if (!w)
+		return 0;
+	r = mp_writer__finish(w);
+	if (!mp_writer__done(w) && (c = calloc(1, sizeof(*c)))) {
+		c->w = w;
+		c->t = t;
+		c->next = e->closing;
+		e->closing = c;
+		if (t) {
+			t->closing = c;
+			t->p->nclosing++;
+		}
+		return r;
+	}
+	/* done (or out of memory: then waiting is all there is) */
+	return memprof_writer__close(w) ?: r;
+}
+
+/* Close the writers that finished their files; a profile whose last one did is told. */
+static void reap_outputs(struct mp_engine *e)
+{
+	bool told = false;
+
+	if (e->reaping)	/* from a state callback of the loop below */
+		return;
+	e->reaping = true;
+	for (struct mp_closing **cp = &e->closing; *cp;) {
+		struct mp_closing *c = *cp;
+		struct mp_ptrace *t = c->t;
+		uint64_t since;
+		int r;
+
+		if (!mp_writer__done(c->w)) {
+			cp = &c->next;
+			continue;
+		}
+		*cp = c->next;
+		mp_writer__output_error(c->w, &since, NULL);
+		r = memprof_writer__close(c->w);
+		if (t && r < 0) {
+			if (!t->write_err) {	/* the time the file failed, not now */
+				t->write_err = -r;
+				t->write_err_us = since ? since : now_epoch_us();
+			}
+			trace_write_failed(t, r);
+		}
+		if (t) {
+			t->closing = NULL;
+			if (!--t->p->nclosing)
+				told = t->p->tell_closed = true;
+		}
+		free(c);
+	}
+	/* its files are complete now: told once the list is consistent */
+	for (struct mp_profile *p = told ? e->profiles : NULL; p; p = p->next) {
+		if (p->tell_closed && e->state_fn)
+			e->state_fn(e->state_ctx, p, p->state);
+		p->tell_closed = false;
+	}
+	e->reaping = false;
+}
+
+/* The trace-info of @t: the process' image now. @exe and @ctx are the caller's buffers. */
+static void trace_info(struct mp_ptrace *t, struct memprof_trace_info *info, char *exe,
+		       size_t exe_len, char *ctx, size_t ctx_len)
 {
 	struct mp_profile *p = t->p;
-	struct memprof_trace_info info = { 0 };
-	struct memprof_writer_opts wo = { .sz = sizeof(wo) };
-	char exe[4096], path[64], ctx[1024];
+	char path[64];
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)t->pid);
-	n = readlink(path, exe, sizeof(exe) - 1);
+	n = readlink(path, exe, exe_len - 1);
 	if (n > 0)
 		exe[n] = '\0';
 	else
-		snprintf(exe, sizeof(exe), "%s", t->comm);
-	build_context(t, ctx, sizeof(ctx));
-	info.sample_rate = p->opts.rate;
-	info.word_size = 64;
-	info.executable_name = exe;
-	info.host_name = p->e->hostname;
-	info.runtime_params = "memprofd " MP_ENGINE_VERSION;
-	info.pid = (uint64_t)t->pid;
-	info.start_time_us = now_epoch_us();
-	info.context = ctx;
+		snprintf(exe, exe_len, "%s", t->comm);
+	build_context(t, ctx, ctx_len);
+	*info = (struct memprof_trace_info){ 0 };
+	info->sample_rate = p->opts.rate;
+	info->word_size = 64;
+	info->executable_name = exe;
+	info->host_name = p->e->hostname;
+	info->runtime_params = "memprofd " MP_ENGINE_VERSION;
+	info->pid = (uint64_t)t->pid;
+	info->start_time_us = now_epoch_us();
+	info->context = ctx;
+}
+
+/*
+ * A writer on @t's file, its trace-info packet written (queued, for an asynchronous output).
+ * The writer owns the fd from now on, also on failure (t->fd is -1 afterwards). NULL + errno.
+ */
+static struct memprof_writer *trace_writer_new(struct mp_ptrace *t)
+{
+	struct mp_profile *p = t->p;
+	struct memprof_trace_info info;
+	struct memprof_writer_opts wo = { .sz = sizeof(wo) };
+	char exe[4096], ctx[1024];
+	int fd = t->fd;
+
+	trace_info(t, &info, exe, sizeof(exe), ctx, sizeof(ctx));
 	wo.version = p->opts.format_version;
 	wo.zstd_level = p->opts.zstd_level;
 	wo.real_verifier = 1;
-	return memprof_writer__new(t->fd, &info, &wo);
+	t->fd = -1;
+	return mp_writer__new_async(fd, p->e->opts.output_queue_bytes, &info, &wo);
 }
 
 /* Create the trace of @pid in @p and write its trace-info packet. */
@@ -516,7 +636,7 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 	struct mp_ptrace *t = calloc(1, sizeof(*t));
 	const char *ext = p->opts.zstd_level > 0 ? ".ctf.zst" : ".ctf";
 	bool first = p->ntraces == 0, user_named = false;
-	char path[4096], comm[16];
+	char path[4096], comm[16], fdname[4096];
 	struct mp_mapping_info mi;
 	int r;
 
@@ -544,28 +664,50 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 				 strerror(-r));
 			goto fail;
 		}
+		snprintf(path, sizeof(path), "%s", fd_name(t->fd, fdname, sizeof(fdname)));
 	} else {
+		/* a pid traced before in this profile (pid reuse) never takes an earlier name */
+		unsigned int k = 1;
+
+		for (struct mp_ptrace *o = p->list; o; o = o->next)
+			k += o->pid == pid;
 		if (first && p->out_path) {
 			snprintf(path, sizeof(path), "%s", p->out_path);
 			user_named = true;
-		} else if (p->out_dir) {
-			snprintf(path, sizeof(path), "%s/%d-%s%s", p->out_dir, (int)pid, comm, ext);
-		} else if (p->out_path) {
-			snprintf(path, sizeof(path), "%s.%d", p->out_path, (int)pid);
+		} else if (!p->out_dir && p->out_path) {
+			snprintf(path, sizeof(path), k > 1 ? "%s.%d.%u" : "%s.%d", p->out_path,
+				 (int)pid, k);
 			user_named = true;
+		}
+		if (user_named) {
+			t->fd = trace_open_file(t, path, true);
 		} else {
-			snprintf(path, sizeof(path), "%s/%d-%s%s", e->default_dir, (int)pid, comm,
-				 ext);
+			/* the first free one of PID-COMM.ctf, PID-COMM.2.ctf, ... (O_EXCL) */
+			const char *dir = p->out_dir ? p->out_dir : e->default_dir;
+
+			t->fd = -EEXIST;
+			for (unsigned int i = 0; t->fd == -EEXIST && i < MP_NAME_TRIES; i++, k++) {
+				if (k > 1)
+					snprintf(path, sizeof(path), "%s/%d-%s.%u%s", dir, (int)pid,
+						 comm, k, ext);
+				else
+					snprintf(path, sizeof(path), "%s/%d-%s%s", dir, (int)pid,
+						 comm, ext);
+				t->fd = trace_open_file(t, path, false);
+			}
+		}
+		if (t->fd < 0) {
+			snprintf(err, err_len, "Failed to create trace '%s': %s", path,
+				 strerror(-t->fd));
+			t->fd = -1;
+			goto fail;
 		}
 		t->path = strdup(path);
 		if (!t->path) {
 			snprintf(err, err_len, "Out of memory");
-			goto fail;
-		}
-		t->fd = trace_open_file(t, path, user_named);
-		if (t->fd < 0) {
-			snprintf(err, err_len, "Failed to create trace '%s': %s", path,
-				 strerror(-t->fd));
+			close(t->fd);
+			t->fd = -1;
+			trace_unlink(t, path);
 			goto fail;
 		}
 	}
@@ -574,8 +716,7 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 	if (!t->w) {
 		r = -errno;
 		snprintf(err, err_len, "Failed to start the trace of process %d in '%s': %s",
-			 (int)pid, t->path ? t->path : fd_name(t->fd, path, sizeof(path)),
-			 strerror(-r));
+			 (int)pid, path, strerror(-r));
 		goto fail;
 	}
 	/* mp_engine__start() renames its traces into place once every process is attached */
@@ -612,7 +753,7 @@ static struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, s
 	p->nalive++;
 	return t;
 fail:
-	memprof_writer__close(t->w);
+	writer_release(e, t->w, NULL);
 	if (t->fd >= 0)
 		close(t->fd);
 	if (t->path)
@@ -640,11 +781,11 @@ static void trace_complete(struct mp_ptrace *t)
 		e->open_traces--;
 	unwatch_exit(e, t);
 	mp_entries__drain(e->entries, t->pid, t, NULL, NULL);
-	r = memprof_writer__close(t->w);
+	patch_context(t);
+	r = writer_release(e, t->w, t);
 	if (r < 0)
 		trace_write_failed(t, r);
 	t->w = NULL;
-	patch_context(t);
 	if (t->fd >= 0)
 		close(t->fd);
 	t->fd = -1;
@@ -653,6 +794,10 @@ static void trace_complete(struct mp_ptrace *t)
 static void trace_free(struct mp_ptrace *t)
 {
 	trace_complete(t);
+	if (t->closing) {	/* its writer goes on alone */
+		t->closing->t = NULL;
+		t->p->nclosing--;
+	}
 	free(t->detached_reason);
 	mp_outfile__done(&t->out);
 	free(t->path);
@@ -737,7 +882,7 @@ static void arm_timer(struct mp_engine *e)
 	struct itimerspec its = { 0 };
 	uint64_t next = 0;
 
-	if (traces_live(e))
+	if (traces_live(e) || e->closing)	/* the flush; the writers finishing files */
 		next = now_mono_ns() + MP_FLUSH_NS;
 
 	for (struct mp_profile *p = e->profiles; p; p = p->next)
@@ -830,6 +975,8 @@ static void collect(struct mp_ptrace *t, uint64_t time_us, struct mp_entry *en)
 {
 	int r;
 
+	if (en->id == MP_ENTRY_ID_UNWRITTEN)	/* its alloc was lost (counted then) */
+		return;
 	if (!t->completed && (r = memprof_writer__collect(t->w, time_us, en->id)) < 0)
 		trace_write_failed(t, r);
 	t->frees++;
@@ -1061,8 +1208,10 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 	r = memprof_writer__alloc(t->w, time_us, (ev->size + 7) / 8, n, MEMPROF_SOURCE_EXTERNAL,
 				  bt, k, &id);
 	if (r < 0) {
-		mp_entries__remove(e->entries, en);
 		trace_write_failed(t, r);
+		/* not in the trace: its free is neither written nor an unmatched free */
+		if (mp_entries__set(e->entries, en, t, MP_ENTRY_ID_UNWRITTEN, n))
+			mp_entries__remove(e->entries, en);
 		return;
 	}
 	if (mp_entries__set(e->entries, en, t, id, n)) {
@@ -1182,19 +1331,16 @@ static void exec_collect_cb(void *ctx, struct mp_entry *en)
  */
 static void trace_restart_at_exec(struct mp_ptrace *t)
 {
-	struct stat st;
+	struct memprof_trace_info info;
+	char exe[4096], ctx[1024];
 	int r;
 
 	if (t->completed || !t->w || t->samples || t->frees || t->unmatched || t->write_errors ||
-	    fstat(t->fd, &st) || !S_ISREG(st.st_mode))
+	    t->stalled)
 		return;
-	r = memprof_writer__close(t->w);
-	t->w = NULL;
-	if (!r && (ftruncate(t->fd, 0) || lseek(t->fd, 0, SEEK_SET) < 0))
-		r = -errno;
-	if (!r && !(t->w = trace_writer_new(t)))
-		r = -errno;
-	if (r < 0) {
+	trace_info(t, &info, exe, sizeof(exe), ctx, sizeof(ctx));
+	r = mp_writer__reset(t->w, &info);
+	if (r < 0 && r != -ENOTSUP && r != -EBUSY) {
 		trace_write_failed(t, r);
 		trace_complete(t);
 	}
@@ -1530,6 +1676,15 @@ void mp_engine__free(struct mp_engine *e)
 		e->profiles = p->next;
 		profile_free(p);
 	}
+	/* Synchronous outputs are closed already. A writer whose output is stuck is left to
+	 * its thread (the process' exit ends it): closing it would wait for ever. */
+	reap_outputs(e);
+	while (e->closing) {
+		struct mp_closing *c = e->closing;
+
+		e->closing = c->next;
+		free(c);
+	}
 	mp_bpf__free(e->bpf);
 	mp_unwinder__free(e->unw);
 	mp_symbolizer__free(e->sym);
@@ -1743,9 +1898,11 @@ int mp_engine__process_max(struct mp_engine *e, uint64_t max_ns)
 			timer = true;
 	if (timer)
 		check_deadlines(e);
-	else if (!e->timer_next_ns && traces_live(e))
+	else if (!e->timer_next_ns && (traces_live(e) || e->closing))
 		arm_timer(e);	/* the flush, for a trace begun without one armed */
 	check_exits(e, evs, nev);
+	if (e->closing)
+		reap_outputs(e);
 	return n;
 }
 
@@ -2024,14 +2181,76 @@ size_t mp_profile__write_failures(const struct mp_profile *p,
 	size_t n = 0;
 
 	for (const struct mp_ptrace *t = p->list; t; t = t->next) {
-		if (!t->write_errors)
+		const char *where = t->path ? t->path : "the caller's file";
+
+		if (t->write_errors)
+			snprintf(msg, sizeof(msg), "Failed to write the trace of %s (pid %d) to "
+				 "'%s': %s; %" PRIu64 " writes lost, the trace is incomplete",
+				 t->comm, (int)t->pid, where,
+				 strerror(t->write_err ? t->write_err : EIO), t->write_errors);
+		else if (t->stalled)
+			snprintf(msg, sizeof(msg), "The output of the trace of %s (pid %d), "
+				 "'%s', did not keep up: %" PRIu64 " events were not written",
+				 t->comm, (int)t->pid, where, t->stalled);
+		else
 			continue;
-		snprintf(msg, sizeof(msg), "Failed to write the trace of %s (pid %d) to '%s': %s; %"
-			 PRIu64 " writes lost, the trace is incomplete", t->comm, (int)t->pid,
-			 t->path ? t->path : "the caller's file",
-			 strerror(t->write_err ? t->write_err : EIO), t->write_errors);
 		fn(ctx, msg);
 		n++;
+	}
+	return n;
+}
+
+size_t mp_profile__new_write_failures(struct mp_profile *p,
+				      void (*fn)(void *ctx, const char *msg), void *ctx)
+{
+	char msg[4096 + 256], when[64];
+	size_t n = 0;
+
+	for (struct mp_ptrace *t = p->list; t; t = t->next) {
+		time_t sec;
+		struct tm tm;
+
+		if (!t->write_err || t->write_err_told)
+			continue;
+		t->write_err_told = true;
+		sec = (time_t)(t->write_err_us / 1000000);
+		localtime_r(&sec, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+		snprintf(msg, sizeof(msg), "Failed to write the trace of %s (pid %d) to '%s' since "
+			 "%s: %s; the trace ends there", t->comm, (int)t->pid,
+			 t->path ? t->path : "the caller's file", when, strerror(t->write_err));
+		fn(ctx, msg);
+		n++;
+	}
+	return n;
+}
+
+unsigned int mp_profile__closing(const struct mp_profile *p)
+{
+	return p->nclosing;
+}
+
+size_t mp_engine__wait_outputs(struct mp_engine *e, unsigned int timeout_ms,
+			       void (*fn)(void *ctx, const char *msg), void *ctx)
+{
+	uint64_t end = now_mono_ns() + (uint64_t)timeout_ms * 1000000;
+	struct timespec pause = { 0, 10 * 1000 * 1000 };
+	char msg[4096 + 256];
+	size_t n = 0;
+
+	reap_outputs(e);
+	while (e->closing && now_mono_ns() < end) {
+		nanosleep(&pause, NULL);
+		reap_outputs(e);
+	}
+	for (struct mp_closing *c = e->closing; c; c = c->next, n++) {
+		if (!fn)
+			continue;
+		snprintf(msg, sizeof(msg), "The trace of %s (pid %d) in '%s' could not be "
+			 "completed: its output is stuck", c->t ? c->t->comm : "?",
+			 c->t ? (int)c->t->pid : 0,
+			 c->t && c->t->path ? c->t->path : "the caller's file");
+		fn(ctx, msg);
 	}
 	return n;
 }
@@ -2095,9 +2314,17 @@ size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, 
 		s->frees = t->frees;
 		s->est_alloc_bytes = (double)t->nsamples * scale;
 		s->est_live_bytes = (double)t->live_nsamples * scale;
-		s->drops = t->table_full + t->unmatched + t->stale + t->write_errors;
+		s->drops = t->table_full + t->unmatched + t->stale + t->write_errors + t->stalled;
 		s->trace_path = t->path;
 		s->write_errors = t->write_errors;
+		s->stalled = t->stalled;
+		s->stalled_us = t->stalled_us;
+		s->write_errno = t->write_err;
+		s->write_error_us = t->write_err_us;
+		if (!s->write_errno && t->w) {	/* the file failed; no event has met it yet */
+			s->write_errno = mp_writer__output_error(t->w, &s->write_error_us, NULL);
+		}
+		s->trace_done = t->completed && !t->closing;
 		s->live_nsamples = t->live_nsamples;
 		s->truncated_stacks = t->truncated;
 		s->exec_collects = t->exec_collects;

@@ -45,6 +45,11 @@ struct mp_engine_opts {
 	int (*exec_check)(void *ctx, pid_t pid, uid_t uid, gid_t gid, bool secure, char *err,
 			  size_t err_len);
 	void *exec_check_ctx;
+	/* Added: > 0: each trace's file is written by a thread of its own through a queue of at
+	 * most this many bytes (userspace-lib/writer_async.h), so that no output, however slow
+	 * or stuck, makes the engine wait; an event that finds the queue full is not written
+	 * (MP_DROP_STALLED). 0: traces are written in the caller's thread. */
+	size_t output_queue_bytes;
 };
 
 /*
@@ -143,6 +148,12 @@ struct mp_proc_stats {
 	double overhead_pct;		/* estimated probe cost over the last window, % of a CPU */
 	const char *detached_reason;	/* NULL, or why probing stopped before the process
 					 * exited (over its overhead budget) */
+	/* Added (outputs): */
+	int write_errno;		/* the first failed write to the trace (ENOSPC...), or 0 */
+	uint64_t write_error_us;	/* when it happened, CLOCK_REALTIME µs */
+	uint64_t stalled;		/* events not written: the output's queue was full */
+	uint64_t stalled_us;		/* when that first happened, CLOCK_REALTIME µs */
+	bool trace_done;		/* the trace is complete and its file written and closed */
 };
 
 typedef void (*mp_profile_state_fn)(void *ctx, struct mp_profile *p, enum mp_profile_state st);
@@ -192,6 +203,19 @@ size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, 
  */
 size_t mp_profile__write_failures(const struct mp_profile *p,
 				  void (*fn)(void *ctx, const char *msg), void *ctx);
+/* The same, while @p runs, for the traces whose first failure was not reported yet (each is
+ * reported once). */
+size_t mp_profile__new_write_failures(struct mp_profile *p,
+				      void (*fn)(void *ctx, const char *msg), void *ctx);
+/* Traces of @p completed whose files are still being written (asynchronous outputs). */
+unsigned int mp_profile__closing(const struct mp_profile *p);
+/*
+ * Wait at most @timeout_ms for the writers of completed traces to finish their files (all
+ * profiles). Returns how many are still writing: their outputs are stuck. For @fn, a line
+ * naming each of those.
+ */
+size_t mp_engine__wait_outputs(struct mp_engine *e, unsigned int timeout_ms,
+			       void (*fn)(void *ctx, const char *msg), void *ctx);
 /* Global drop/activity counters from BPF (enum mp_stat order). */
 int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n);
 
@@ -210,6 +234,8 @@ enum mp_engine_drop {
 				 * its trace could not be created */
 	MP_DROP_MALFORMED,	/* a preload queue record (or part) whose sizes do not hold
 				 * together: the process' memory was overwritten */
+	MP_DROP_STALLED,	/* event not written: its trace's output did not keep up (its
+				 * queue was full, mp_engine_opts.output_queue_bytes) */
 	MP_DROP__MAX,
 };
 

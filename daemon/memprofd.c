@@ -21,6 +21,7 @@
 
 #include "daemon/bus.h"
 #include "daemon/memprofd.h"
+#include "userspace-lib/validate.h"
 
 /* ------------------------------------------------------------------ logging */
 
@@ -166,7 +167,8 @@ int mp_config__load(struct mp_config *c, const char *path, char *err, size_t err
 
 			errno = 0;
 			n.default_rate = strtod(v, &end);
-			if (errno || end == v || *end || !(n.default_rate > 0 && n.default_rate <= 1))
+			if (errno || end == v || *end ||
+			    mp_rate__check(n.default_rate, err, err_len) < 0)
 				r = -EINVAL;
 		} else if (!strcmp(k, "CallstackSize")) {
 			r = parse_uint(v, 1, MP_MAX_CALLSTACK, &n.callstack_size);
@@ -273,9 +275,11 @@ static int on_flush(sd_event_source *es, uint64_t usec, void *userdata)
 
 	if (d->engine)	/* the manifests count what is in the ring too */
 		mp_engine__process_max(d->engine, MP_RING_SLICE_NS);
-	for (struct svc_profile *sp = d->profiles; sp; sp = sp->next)
+	for (struct svc_profile *sp = d->profiles; sp; sp = sp->next) {
+		svc_profile__log_write_failures(sp);
 		if (mp_profile__state(sp->p) != MP_PROFILE_DISCARDED)
 			svc_profile__write_manifest(d, sp);
+	}
 	memprofd__update_status(d);
 	sd_event_source_set_time_relative(es, MP_FLUSH_INTERVAL_US);
 	sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
@@ -332,6 +336,11 @@ static int on_reload(sd_event_source *es, const struct signalfd_siginfo *si, voi
 	sd_notify(0, "READY=1");
 	memprofd__update_status(d);
 	return 0;
+}
+
+static void log_stuck(void *ctx, const char *msg)
+{
+	log_error("%s", msg);
 }
 
 /* Stop what samples, drain the ring buffer, then complete every trace (discard). */
@@ -529,6 +538,8 @@ int main(int argc, char **argv)
 	eopts.seed = d.seed;
 	eopts.has_seed = d.has_seed;
 	eopts.exec_check = svc_exec_check;
+	/* no caller's file, however slow, may hold up the loop (writer_async.h) */
+	eopts.output_queue_bytes = MP_OUTPUT_QUEUE_BYTES;
 	d.engine = mp_engine__new(&eopts);
 	if (!d.engine) {
 		log_error("Failed to load the BPF programs: %s%s", strerror(errno),
@@ -543,6 +554,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	d.next_id = svc_profile__scan_ids(d.cfg.state_dir) + 1;
+	svc_profile__mark_interrupted(d.cfg.state_dir);
 
 	n = sd_listen_fds(1);
 	if (n > 1) {
@@ -583,8 +595,11 @@ int main(int argc, char **argv)
 	}
 	ret = 0;
 out:
-	if (d.engine)
+	if (d.engine) {
 		memprofd__shutdown(&d);
+		/* the files of traces complete in the engine, still being written */
+		mp_engine__wait_outputs(d.engine, MP_SHUTDOWN_WAIT_MS, log_stuck, NULL);
+	}
 	mp_bus_server__free(d.bus);
 	d.bus = NULL;
 	sd_event_source_disable_unref(d.flush_timer);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
 #include "daemon/engine.h"
@@ -41,6 +42,9 @@
 /* Time given to ring-buffer records per wakeup of the loop, and before the answer to a
  * read-only call, before signals, calls and timers get their turn. */
 #define MP_RING_SLICE_NS	(20 * 1000000ULL)
+#define MP_OUTPUT_QUEUE_BYTES	(4u << 20)	/* queued per trace while its file is slow */
+#define MP_SHUTDOWN_WAIT_MS	10000	/* at exit, for traces still being written */
+#define MP_DISCARD_WAIT_US	(2ULL * 1000000)	/* a Discard's reply, for the same */
 
 /* /etc/memprofd.conf, see memprofd(8). Command-line options override it. */
 struct mp_config {
@@ -69,6 +73,10 @@ struct svc_profile {
 	uint64_t start_realtime_us;
 	bool to_fd;			/* first trace goes to a client's fd */
 	enum mp_profile_state last_state;
+	bool failures_logged;		/* the traces' write failures, counted, at the end */
+	unsigned int manifest_failures;	/* manifest writes failed in a row (logged once) */
+	sd_bus_message *discard_call;	/* a Discard, answered once the files are written */
+	sd_event_source *discard_timer;	/* ... or after MP_DISCARD_WAIT_US */
 	struct svc_profile *next;
 };
 
@@ -164,9 +172,24 @@ struct svc_profile *svc_profile__find(struct memprofd *d, uint32_t id);
 struct svc_profile *svc_profile__by_engine(struct memprofd *d, const struct mp_profile *p);
 /* Write <dir>/manifest.json (atomically: temporary name, then rename). */
 int svc_profile__write_manifest(struct memprofd *d, struct svc_profile *sp);
+/*
+ * Discard @m of @sp succeeded: keep its reply until the profile's trace files are written and
+ * closed (at most MP_DISCARD_WAIT_US), so that a caller reads complete files. Returns 1 when
+ * the reply is kept (sent later), 0 when the files are complete already (reply now).
+ */
+int svc_profile__defer_reply(struct memprofd *d, struct svc_profile *sp, sd_bus_message *m);
+/* Log the traces' write failures: each when first seen, and with their counts once the
+ * profile's files are complete. */
+void svc_profile__log_write_failures(struct svc_profile *sp);
 /* The engine changed @sp's state by itself or through us: manifest, signals, status. */
 void svc_profile__state_changed(struct memprofd *d, struct svc_profile *sp);
 void svc_profile__free_all(struct memprofd *d);
+/*
+ * At start: mark "interrupted" the manifests under <state dir>/profiles of profiles that a
+ * previous memprofd did not complete (SIGKILL, a crash), so that no collector waits for them.
+ * Returns how many.
+ */
+unsigned int svc_profile__mark_interrupted(const char *state_dir);
 /* Highest profile id found under <state dir>/profiles, so ids stay unique across restarts. */
 uint32_t svc_profile__scan_ids(const char *state_dir);
 const char *svc_state_name(enum mp_profile_state st);
@@ -177,6 +200,11 @@ int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_
 /* The effective per-uid share and root's reserve of MaxProfiles under @c. */
 void svc_profile__limits(const struct mp_config *c, unsigned int *per_user,
 			 unsigned int *root_reserve);
+/*
+ * What went wrong with the trace of @ps: the errno name of its first failed write ("ENOSPC"),
+ * else "stalled" when its output did not keep up, else NULL; *@since_us gets when it began.
+ */
+const char *svc_write_error(const struct mp_proc_stats *ps, uint64_t *since_us);
 /* May @uid act on @sp (stop, discard)? root and the owner may. */
 bool svc_profile__may_control(const struct svc_profile *sp, uid_t uid);
 /* A snapshot of @sp's processes in a new array *@out (NULL when there are none; free() it).

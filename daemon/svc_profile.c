@@ -21,6 +21,10 @@
 #include "bpf/memprof.h"
 #include "daemon/bus.h"
 #include "daemon/memprofd.h"
+#include "userspace-lib/validate.h"
+
+static int write_owned(const char *tmp, const char *final, const char *text, uid_t uid,
+		       gid_t gid);
 
 const char *svc_state_name(enum mp_profile_state st)
 {
@@ -187,10 +191,124 @@ uint32_t svc_profile__scan_ids(const char *state_dir)
 	return max;
 }
 
+/*
+ * <dir>/manifest.json of a profile a previous memprofd did not complete (it was killed or
+ * crashed): state "interrupted", its traces readable prefixes. Returns 1 if it was marked.
+ */
+static int mark_interrupted(const char *dir, uint64_t now_us)
+{
+	char path[4500], tmp[4500];
+	struct json_object *root, *v, *procs;
+	const char *state;
+	uid_t uid = 0;
+	gid_t gid = 0;
+	int r = 0;
+
+	snprintf(path, sizeof(path), "%s/manifest.json", dir);
+	snprintf(tmp, sizeof(tmp), "%s/.manifest.json.tmp", dir);
+	root = json_object_from_file(path);
+	if (!root)
+		return 0;	/* none (a profile refused at start), or not ours to read */
+	state = json_object_object_get_ex(root, "state", &v) ? json_object_get_string(v) : NULL;
+	if ((json_object_object_get_ex(root, "complete", &v) && json_object_get_boolean(v)) ||
+	    !state || !strcmp(state, "interrupted"))
+		goto out;
+	if (json_object_object_get_ex(root, "owner_uid", &v))
+		uid = (uid_t)json_object_get_int64(v);
+	if (json_object_object_get_ex(root, "owner_gid", &v))
+		gid = (gid_t)json_object_get_int64(v);
+	json_object_object_add(root, "state", json_object_new_string("interrupted"));
+	json_object_object_add(root, "complete", json_object_new_boolean(false));
+	json_object_object_add(root, "interrupted_us", json_object_new_uint64(now_us));
+	if (json_object_object_get_ex(root, "processes", &procs) &&
+	    json_object_is_type(procs, json_type_array))
+		for (size_t i = 0; i < json_object_array_length(procs); i++) {
+			struct json_object *pj = json_object_array_get_idx(procs, i), *done;
+
+			if (!json_object_object_get_ex(pj, "trace_complete", &done) ||
+			    !json_object_get_boolean(done))
+				json_object_object_add(pj, "trace_complete",
+						       json_object_new_boolean(false));
+		}
+	r = write_owned(tmp, path, json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+							       JSON_C_TO_STRING_NOSLASHESCAPE),
+			uid, gid);
+	if (r < 0)
+		log_error("Failed to mark the interrupted profile in '%s': %s", path,
+			  strerror(-r));
+	else
+		log_notice("Profile in '%s' was not completed (%s when memprofd ended): marked "
+			   "interrupted, its traces are readable prefixes", dir, state);
+	r = r < 0 ? 0 : 1;
+out:
+	json_object_put(root);
+	return r;
+}
+
+unsigned int svc_profile__mark_interrupted(const char *state_dir)
+{
+	char path[4096], dir[4400];
+	unsigned int n = 0;
+	uint64_t now = now_realtime_us();
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/profiles", state_dir);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' ||
+		    strspn(de->d_name, "0123456789") != strlen(de->d_name))
+			continue;
+		snprintf(dir, sizeof(dir), "%s/%s", path, de->d_name);
+		n += (unsigned int)mark_interrupted(dir, now);
+	}
+	closedir(d);
+	return n;
+}
+
+/* The kept reply of a Discard: sent now (the files are complete, or the wait is over). */
+static void reply_discard(struct svc_profile *sp)
+{
+	int r;
+
+	if (!sp->discard_call)
+		return;
+	r = sd_bus_reply_method_return(sp->discard_call, "");
+	if (r < 0 && r != -ENOTCONN)
+		log_debug("Failed to answer the discard of profile %" PRIu32 ": %s", sp->id,
+			  strerror(-r));
+	sp->discard_call = sd_bus_message_unref(sp->discard_call);
+	sp->discard_timer = sd_event_source_disable_unref(sp->discard_timer);
+}
+
+static int on_discard_wait(sd_event_source *es, uint64_t usec, void *userdata)
+{
+	struct svc_profile *sp = userdata;
+
+	log_info("Profile %" PRIu32 ": traces still being written after %llu s; Discard answered",
+		 sp->id, MP_DISCARD_WAIT_US / 1000000);
+	reply_discard(sp);
+	return 0;
+}
+
+int svc_profile__defer_reply(struct memprofd *d, struct svc_profile *sp, sd_bus_message *m)
+{
+	if (!mp_profile__closing(sp->p) || sp->discard_call)
+		return 0;
+	if (sd_event_add_time_relative(d->event, &sp->discard_timer, CLOCK_MONOTONIC,
+				       MP_DISCARD_WAIT_US, 0, on_discard_wait, sp) < 0)
+		return 0;
+	sp->discard_call = sd_bus_message_ref(m);
+	return 1;
+}
+
 static void svc_profile__free(struct svc_profile *sp)
 {
 	if (!sp)
 		return;
+	reply_discard(sp);
 	free(sp->dir);
 	free(sp->object_path);
 	free(sp);
@@ -359,10 +477,9 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 				return -EINVAL;
 			}
 	opts.rate = req->rate > 0 ? req->rate : d->cfg.default_rate;
-	if (!(opts.rate > 0 && opts.rate <= 1)) {
-		snprintf(err, err_len, "Invalid sampling rate %g: it must be in (0, 1]", opts.rate);
-		return -EINVAL;
-	}
+	r = mp_rate__check(opts.rate, err, err_len);
+	if (r < 0)
+		return r;
 	opts.callstack_size = req->callstack_size ? req->callstack_size : d->cfg.callstack_size;
 	opts.unwind = req->unwind;
 	opts.stack_copy_size = req->stack_copy_size;
@@ -535,18 +652,50 @@ static void log_write_failure(void *ctx, const char *msg)
 	log_error("Profile %" PRIu32 ": %s", sp->id, msg);
 }
 
+const char *svc_write_error(const struct mp_proc_stats *ps, uint64_t *since_us)
+{
+	const char *name;
+
+	*since_us = 0;
+	if (ps->write_errno) {
+		*since_us = ps->write_error_us;
+		name = strerrorname_np(ps->write_errno);
+		return name ? name : "EIO";
+	}
+	if (ps->stalled) {
+		*since_us = ps->stalled_us;
+		return "stalled";
+	}
+	return NULL;
+}
+
+/* A trace whose writes began to fail: one line when it is noticed; the count at the end. */
+void svc_profile__log_write_failures(struct svc_profile *sp)
+{
+	mp_profile__new_write_failures(sp->p, log_write_failure, sp);
+	if (!sp->failures_logged && mp_profile__state(sp->p) == MP_PROFILE_DISCARDED &&
+	    !mp_profile__closing(sp->p)) {
+		sp->failures_logged = true;
+		mp_profile__write_failures(sp->p, log_write_failure, sp);
+	}
+}
+
 void svc_profile__state_changed(struct memprofd *d, struct svc_profile *sp)
 {
 	enum mp_profile_state st = mp_profile__state(sp->p);
+	bool changed = st != sp->last_state;
 
-	if (st != sp->last_state)
+	if (changed)
 		log_notice("Profile %" PRIu32 ": %s", sp->id, svc_state_name(st));
-	if (st != sp->last_state && st == MP_PROFILE_DISCARDED)
-		mp_profile__write_failures(sp->p, log_write_failure, sp);
+	svc_profile__log_write_failures(sp);
+	if (st == MP_PROFILE_DISCARDED && !mp_profile__closing(sp->p))
+		reply_discard(sp);
 	sp->last_state = st;
 	svc_profile__write_manifest(d, sp);
 	mp_bus_server__profile_changed(d->bus, sp);
-	if (st == MP_PROFILE_DISCARDED)
+	/* Not when the engine says the files are written (the same state): that may come from
+	 * within a walk of the profiles (a manifest's counts read the engine's events). */
+	if (st == MP_PROFILE_DISCARDED && changed)
 		prune_discarded(d);
 	memprofd__update_status(d);
 }
@@ -606,7 +755,9 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 
 	json_object_object_add(root, "id", json_object_new_int64(sp->id));
 	json_object_object_add(root, "state", json_object_new_string(svc_state_name(st)));
-	json_object_object_add(root, "complete", json_object_new_boolean(st == MP_PROFILE_DISCARDED));
+	/* complete: every trace completed and its file written and closed */
+	json_object_object_add(root, "complete", json_object_new_boolean(
+			       st == MP_PROFILE_DISCARDED && !mp_profile__closing(sp->p)));
 	json_object_object_add(root, "owner_uid", json_object_new_int64(sp->owner_uid));
 	json_object_object_add(root, "owner_gid", json_object_new_int64(sp->owner_gid));
 	json_object_object_add(root, "start_time_us", json_object_new_uint64(sp->start_realtime_us));
@@ -630,6 +781,8 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 	if (ps) {
 		for (int i = 0; i < n; i++) {
 			struct json_object *pj = json_object_new_object();
+			const char *werr;
+			uint64_t since;
 
 			json_object_object_add(pj, "pid", json_object_new_int(ps[i].pid));
 			json_object_object_add(pj, "comm", json_object_new_string(ps[i].comm));
@@ -660,6 +813,17 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 					       json_object_new_string(ps[i].detached_reason) : NULL);
 			json_object_object_add(pj, "trace", ps[i].trace_path ?
 					       json_object_new_string(ps[i].trace_path) : NULL);
+			json_object_object_add(pj, "trace_complete",
+					       json_object_new_boolean(ps[i].trace_done));
+			werr = svc_write_error(&ps[i], &since);
+			json_object_object_add(pj, "write_error",
+					       werr ? json_object_new_string(werr) : NULL);
+			json_object_object_add(pj, "write_error_since_us", werr ?
+					       json_object_new_uint64(since) : NULL);
+			json_object_object_add(pj, "lost_writes",
+					       json_object_new_uint64(ps[i].write_errors));
+			json_object_object_add(pj, "stalled_output",
+					       json_object_new_uint64(ps[i].stalled));
 			json_object_array_add(procs, pj);
 		}
 		free(ps);
@@ -676,52 +840,65 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 	return root;
 }
 
+/*
+ * Write @text to @final as the owner's (uid, gid), mode 0640: atomically through @tmp and a
+ * rename, or, when that fails (a full disk has no room for a second copy), in place over the
+ * old file, whose blocks are given back first. Returns 0 or -errno.
+ */
+static int write_owned(const char *tmp, const char *final, const char *text, uid_t uid,
+		       gid_t gid)
+{
+	size_t len = strlen(text);
+	int r = 0;
+
+	for (int in_place = 0; in_place < 2; in_place++) {
+		const char *path = in_place ? final : tmp;
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+		ssize_t w;
+
+		if (fd < 0) {
+			r = -errno;
+			continue;
+		}
+		r = 0;
+		if (fchown(fd, uid, gid) < 0 && errno != EPERM)
+			r = -errno;
+		w = r ? 0 : write(fd, text, len);
+		if (!r && (w < 0 || (size_t)w != len || write(fd, "\n", 1) != 1))
+			r = w < 0 ? -errno : -ENOSPC;
+		if (close(fd) < 0 && !r)
+			r = -errno;
+		if (!r && !in_place && rename(tmp, final) < 0)
+			r = -errno;
+		if (!in_place && r)
+			unlink(tmp);
+		if (!r)
+			return 0;
+	}
+	return r;
+}
+
 int svc_profile__write_manifest(struct memprofd *d, struct svc_profile *sp)
 {
 	char tmp[4200], final[4200];
 	struct json_object *root;
-	const char *text;
-	size_t len;
-	ssize_t w;
-	int fd, r = 0;
+	int r;
 
 	snprintf(tmp, sizeof(tmp), "%s/.manifest.json.tmp", sp->dir);
 	snprintf(final, sizeof(final), "%s/manifest.json", sp->dir);
 	root = manifest_json(d, sp);
-	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
-					      JSON_C_TO_STRING_NOSLASHESCAPE);
-	len = strlen(text);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
-	if (fd < 0) {
-		r = -errno;
-		goto out;
+	r = write_owned(tmp, final, json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+							       JSON_C_TO_STRING_NOSLASHESCAPE),
+			sp->owner_uid, sp->owner_gid);
+	/* once when it begins to fail, once when it works again: not every 5 s */
+	if (r < 0 && !sp->manifest_failures++)
+		log_error("Failed to write manifest '%s': %s (retried every %llu s)", final,
+			  strerror(-r), MP_FLUSH_INTERVAL_US / 1000000);
+	else if (!r && sp->manifest_failures) {
+		log_notice("Wrote manifest '%s' again, after %u failed attempts", final,
+			   sp->manifest_failures);
+		sp->manifest_failures = 0;
 	}
-	if (fchown(fd, sp->owner_uid, sp->owner_gid) < 0 && errno != EPERM) {
-		r = -errno;
-		goto out_close;
-	}
-	w = write(fd, text, len);
-	if (w < 0 || (size_t)w != len || write(fd, "\n", 1) != 1) {
-		r = w < 0 ? -errno : -EIO;
-		goto out_close;
-	}
-	if (close(fd) < 0) {
-		fd = -1;
-		r = -errno;
-		goto out_unlink;
-	}
-	fd = -1;
-	if (rename(tmp, final) < 0)
-		r = -errno;
-out_close:
-	if (fd >= 0)
-		close(fd);
-out_unlink:
-	if (r < 0)
-		unlink(tmp);
-out:
-	if (r < 0)
-		log_error("Failed to write manifest '%s': %s", final, strerror(-r));
 	json_object_put(root);
 	return r;
 }

@@ -394,6 +394,9 @@ void memprof_client_profile__free(struct memprof_client_profile *p)
 		free(p->procs[i].detached_reason);
 	}
 	free(p->procs);
+	for (size_t i = 0; i < p->nwrite_errors; i++)
+		free(p->write_errors[i].error);
+	free(p->write_errors);
 	free(p->path);
 	free(p->state_name);
 	free(p->directory);
@@ -463,6 +466,38 @@ static int read_pid_strings(sd_bus_message *m, struct memprof_client_profile *p,
 	return leave_variant_array(m, r);
 }
 
+/* ProcessWriteErrors: a(ustt), (pid, error, since, lost). */
+static int read_write_errors(sd_bus_message *m, struct memprof_client_profile *p)
+{
+	struct memprof_client_write_error we;
+	const char *name;
+	size_t cap = 0;
+	uint32_t pid;
+	int r;
+
+	r = sd_bus_message_enter_container(m, 'v', "a(ustt)");
+	if (r >= 0)
+		r = sd_bus_message_enter_container(m, 'a', "(ustt)");
+	while (r >= 0 && (r = sd_bus_message_read(m, "(ustt)", &pid, &name, &we.since_us,
+						  &we.lost)) > 0) {
+		if (p->nwrite_errors == cap) {
+			struct memprof_client_write_error *n;
+
+			cap = cap ? cap * 2 : 4;
+			n = realloc(p->write_errors, cap * sizeof(*n));
+			if (!n)
+				return -ENOMEM;
+			p->write_errors = n;
+		}
+		we.pid = (pid_t)pid;
+		we.error = strdup(name);
+		if (!we.error)
+			return -ENOMEM;
+		p->write_errors[p->nwrite_errors++] = we;
+	}
+	return leave_variant_array(m, r);
+}
+
 static int read_profile_prop(sd_bus_message *reply, const char *k, void *ctx)
 {
 	struct memprof_client_profile *p = ctx;
@@ -504,6 +539,8 @@ static int read_profile_prop(sd_bus_message *reply, const char *k, void *ctx)
 		return read_pid_strings(reply, p, false);
 	if (!strcmp(k, "ProcessDetached"))
 		return read_pid_strings(reply, p, true);
+	if (!strcmp(k, "ProcessWriteErrors"))
+		return read_write_errors(reply, p);
 	return sd_bus_message_skip(reply, "v");
 }
 

@@ -120,6 +120,54 @@ void mp_outfile__abort(struct mp_outfile *o)
 	mp_outfile__done(o);
 }
 
+/* A trace goes to a regular file only; else a sentence naming what @mode is. */
+static int check_type(mode_t mode, char *err, size_t err_len)
+{
+	if (S_ISREG(mode))
+		return 0;
+	snprintf(err, err_len, "The output is %s, not a regular file: traces are written to "
+		 "regular files only (a reader that stops reading would stall the writer)",
+		 S_ISFIFO(mode) ? "a pipe or FIFO" : S_ISSOCK(mode) ? "a socket" :
+		 S_ISCHR(mode) || S_ISBLK(mode) ? "a device" : S_ISDIR(mode) ? "a directory" :
+		 "not a file");
+	return -EINVAL;
+}
+
+int mp_outfile__check_fd(int fd, char *err, size_t err_len)
+{
+	struct stat st;
+	int fl, r;
+
+	if (fstat(fd, &st) < 0 || (fl = fcntl(fd, F_GETFL)) < 0) {
+		snprintf(err, err_len, "The output file descriptor is not usable: %s",
+			 strerror(errno));
+		return -EBADF;
+	}
+	r = check_type(st.st_mode, err, err_len);
+	if (r < 0)
+		return r;
+	if ((fl & O_ACCMODE) == O_RDONLY) {
+		snprintf(err, err_len, "The output file descriptor is not open for writing");
+		return -EINVAL;
+	}
+	if (fl & O_APPEND) {
+		snprintf(err, err_len, "The output file descriptor is open for appending "
+			 "(O_APPEND): the trace's drop counts could not be written in place at "
+			 "its start when it completes");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int mp_outfile__check_path(const char *path, char *err, size_t err_len)
+{
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return 0;	/* created (or refused) by mp_outfile__open() */
+	return check_type(st.st_mode, err, err_len);
+}
+
 void mp_outfile__done(struct mp_outfile *o)
 {
 	free(o->tmp);

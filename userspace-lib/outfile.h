@@ -40,6 +40,17 @@ int mp_outfile__commit(struct mp_outfile *o);
 /* Give up: close o->fd (if >= 0) and remove what mp_outfile__open() created. */
 void mp_outfile__abort(struct mp_outfile *o);
 
+/*
+ * Can @fd be a trace that memprofd writes (a descriptor a caller passes)? 0 for a regular file
+ * open for writing without O_APPEND (the drop counts are patched in place at completion);
+ * else -EINVAL (-EBADF for a bad descriptor) and a sentence in @err naming the problem: a
+ * pipe, FIFO, socket or device is refused, since a reader that does not read would stall it.
+ */
+int mp_outfile__check_fd(int fd, char *err, size_t err_len);
+/* The same for a path before it is opened (opening a FIFO or a device can block or act):
+ * 0 when nothing exists there yet or a regular file does, through symlinks. */
+int mp_outfile__check_path(const char *path, char *err, size_t err_len);
+
 /* Forget the names without removing anything (o->fd is left to the caller). */
 void mp_outfile__done(struct mp_outfile *o);
 

@@ -5,16 +5,22 @@
  * mirrors the reader's decoder state exactly: the 16384-slot backtrace cache with its "next
  * slot" predictions, the previous backtrace, and the MTF string tables of location events.
  * Memory is constant in the trace length except the table of defined location codes.
+ * An asynchronous writer (writer_async.h) hands its packets to a thread of its own instead.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
 #include <memprof/trace.h>
 
 #include "userspace-lib/codec.h"
+#include "userspace-lib/writer_async.h"
 
 #define MP_MAX_FRAMES		3000u		/* frames kept per backtrace (innermost) */
 #define MP_STR_MAX		1023u		/* longer location strings are truncated */
@@ -22,11 +28,51 @@
 #define MP_DEFAULT_SPAN		30000000u	/* µs: upstream's packet time limit */
 #define MP_CODE_LIMIT		(1ull << 62)
 #define MP_MAX_CODES		(1u << 24)	/* distinct location codes per trace */
+#define MP_WQ_CHUNK		(64u * 1024)	/* bytes of one queued chunk */
+#define MP_WQ_SPARE		4		/* written chunks kept for reuse */
+#define MP_WQ_STACK		(64u * 1024)	/* the writer thread's stack */
+
+/* A run of trace bytes on its way to the file, or (truncate >= 0) "cut the file there". */
+struct wq_chunk {
+	struct wq_chunk *next;
+	size_t len;
+	off_t truncate;
+	uint8_t data[MP_WQ_CHUNK];
+};
+
+/* The queue of an asynchronous writer and its thread (writer_async.h). */
+struct mp_wq {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct wq_chunk *head, *tail;	/* queued, oldest first; the thread pops the head */
+	struct wq_chunk *spare;		/* written, for reuse */
+	unsigned int nspare;
+	_Atomic size_t queued;		/* bytes in the queue */
+	size_t limit;
+	bool finish;			/* nothing more will be queued: patch, close, end */
+	_Atomic bool done;		/* the thread ended */
+	_Atomic int err;		/* errno of the first failed write */
+	uint64_t err_us;		/* its CLOCK_REALTIME time (under mu) */
+	uint64_t lost;			/* bytes the file did not get since (under mu) */
+	char *patch;			/* context tail to write at the end (under mu) */
+	size_t patch_len;
+};
 
 struct memprof_writer {
 	int fd;
 	bool own_fd;
 	int err;			/* sticky: the first I/O or allocation failure */
+	struct mp_wq *q;		/* asynchronous writer: the packets go there */
+	bool closing;			/* the last packets may overshoot the queue's bound */
+	bool finished;			/* mp_writer__finish() was called */
+	off_t base;			/* file offset where the trace begins, or -1 */
+	bool regular;			/* the output is a regular file */
+	bool patchable;			/* plain, on a regular file without O_APPEND */
+	uint64_t ctx_off;		/* file offset of the context string, and its length */
+	size_t ctx_len;
+	char *patch;			/* sync writer: the context tail for close */
+	size_t patch_len;
 	uint16_t version;
 	uint16_t domain;
 	unsigned int hdr_size;
@@ -73,10 +119,18 @@ struct memprof_writer {
 		 ? (opts)->field                                                               \
 		 : (def))
 
-static int write_all(struct memprof_writer *w, const uint8_t *p, size_t n)
+static uint64_t realtime_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static int write_fd(int fd, const uint8_t *p, size_t n)
 {
 	while (n) {
-		ssize_t r = write(w->fd, p, n);
+		ssize_t r = write(fd, p, n);
 
 		if (r < 0) {
 			if (errno == EINTR)
@@ -85,9 +139,147 @@ static int write_all(struct memprof_writer *w, const uint8_t *p, size_t n)
 		}
 		p += r;
 		n -= (size_t)r;
-		w->bytes += (uint64_t)r;
 	}
 	return 0;
+}
+
+/* Queue @n bytes (or, with @truncate >= 0, a cut of the file) for the writer's thread. */
+static int wq_put(struct mp_wq *q, const uint8_t *p, size_t n, off_t truncate)
+{
+	pthread_mutex_lock(&q->mu);
+	while (n || truncate >= 0) {
+		struct wq_chunk *c = q->tail;
+		size_t k;
+
+		if (!c || c->truncate >= 0 || c->len == MP_WQ_CHUNK || truncate >= 0) {
+			c = q->spare;
+			if (c) {
+				q->spare = c->next;
+				q->nspare--;
+			} else if (!(c = malloc(sizeof(*c)))) {
+				pthread_mutex_unlock(&q->mu);
+				return -ENOMEM;
+			}
+			c->next = NULL;
+			c->len = 0;
+			c->truncate = truncate;
+			if (q->tail)
+				q->tail->next = c;
+			else
+				q->head = c;
+			q->tail = c;
+			if (truncate >= 0) {
+				truncate = -1;
+				continue;
+			}
+		}
+		k = MP_WQ_CHUNK - c->len;
+		if (k > n)
+			k = n;
+		memcpy(c->data + c->len, p, k);
+		c->len += k;
+		p += k;
+		n -= k;
+		atomic_fetch_add_explicit(&q->queued, k, memory_order_relaxed);
+	}
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	return 0;
+}
+
+static int write_all(struct memprof_writer *w, const uint8_t *p, size_t n)
+{
+	int err = w->q ? wq_put(w->q, p, n, -1) : write_fd(w->fd, p, n);
+
+	if (!err)
+		w->bytes += n;
+	return err;
+}
+
+/* The file's first failure, kept with its time; what follows it is not written. */
+static void wq_fail(struct mp_wq *q, int err)
+{
+	pthread_mutex_lock(&q->mu);
+	if (!atomic_load(&q->err)) {
+		q->err_us = realtime_us();
+		atomic_store(&q->err, -err);
+	}
+	pthread_mutex_unlock(&q->mu);
+}
+
+static void *wq_thread(void *arg)
+{
+	struct memprof_writer *w = arg;
+	struct mp_wq *q = w->q;
+	int err;
+
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		struct wq_chunk *c = q->head;
+
+		if (!c) {
+			if (q->finish)
+				break;
+			pthread_cond_wait(&q->cv, &q->mu);
+			continue;
+		}
+		q->head = c->next;
+		if (!q->head)
+			q->tail = NULL;
+		pthread_mutex_unlock(&q->mu);
+
+		err = 0;
+		if (atomic_load(&q->err))
+			;
+		else if (c->truncate >= 0 && (ftruncate(w->fd, c->truncate) < 0 ||
+					      lseek(w->fd, c->truncate, SEEK_SET) < 0))
+			err = -errno;
+		else if (c->truncate < 0)
+			err = write_fd(w->fd, c->data, c->len);
+		if (err)
+			wq_fail(q, err);
+
+		pthread_mutex_lock(&q->mu);
+		if (atomic_load(&q->err))
+			q->lost += c->len;
+		atomic_fetch_sub_explicit(&q->queued, c->len, memory_order_relaxed);
+		if (q->nspare < MP_WQ_SPARE) {
+			c->next = q->spare;
+			q->spare = c;
+			q->nspare++;
+		} else {
+			free(c);
+		}
+	}
+	pthread_mutex_unlock(&q->mu);
+	/* the drop counts, in place: also after a failed write (it needs no new block) */
+	if (q->patch && w->patchable &&
+	    pwrite(w->fd, q->patch, q->patch_len, (off_t)(w->ctx_off + w->ctx_len -
+							   q->patch_len)) < 0)
+		wq_fail(q, -errno);
+	if (w->own_fd && close(w->fd) < 0)
+		wq_fail(q, -errno);
+	w->fd = -1;
+	atomic_store(&q->done, true);
+	return NULL;
+}
+
+static void wq_free(struct mp_wq *q)
+{
+	struct wq_chunk *c;
+
+	while ((c = q->head)) {
+		q->head = c->next;
+		free(c);
+	}
+	while ((c = q->spare)) {
+		q->spare = c->next;
+		free(c);
+	}
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->cv);
+	free(q->patch);
+	free(q);
 }
 
 /* Compress @n bytes with @mode (ZSTD_e_flush per packet, ZSTD_e_end at close), one write(). */
@@ -139,16 +331,30 @@ static void put_header(struct memprof_writer *w, uint8_t *h, size_t len, uint64_
 	mp_put64(h + o + 20, id_end);
 }
 
+/* The sticky error, an asynchronous writer's file's first failure included. */
+static inline int writer_err(struct memprof_writer *w)
+{
+	int e;
+
+	if (!w->err && w->q && (e = atomic_load_explicit(&w->q->err, memory_order_relaxed)))
+		w->err = -e;
+	return w->err;
+}
+
 int memprof_writer__flush(struct memprof_writer *w)
 {
 	int err;
 
 	if (!w)
 		return -EINVAL;
-	if (w->err)
+	if (writer_err(w))
 		return w->err;
 	if (!w->len)
 		return 0;
+	/* a full queue: the packet stays pending, the caller's event is not added */
+	if (w->q && !w->closing &&
+	    atomic_load_explicit(&w->q->queued, memory_order_relaxed) >= w->q->limit)
+		return -EAGAIN;
 	put_header(w, w->pkt, w->len, w->pkt_begin, w->last_time, w->vix, w->vpred, w->vval,
 		   w->pkt_id_begin, w->next_id);
 	err = emit(w, w->pkt, w->len);
@@ -216,24 +422,64 @@ static size_t bounded_len(const char *s)
 
 static void free_writer(struct memprof_writer *w)
 {
-	if (w->own_fd && w->fd >= 0)
+	if (w->q)
+		wq_free(w->q);
+	else if (w->own_fd && w->fd >= 0)
 		close(w->fd);
 	ZSTD_freeCCtx(w->zc);
 	free(w->zbuf);
 	free(w->prev);
+	free(w->patch);
 	mtc_map__free(&w->defined);
 	mtc_mtf__free(&w->mtf);
 	free(w);
 }
 
-struct memprof_writer *memprof_writer__new(int fd, const struct memprof_trace_info *info,
-					   const struct memprof_writer_opts *opts)
+/* The trace-info packet, first in the trace: one event, header + content <= 32 KiB. */
+static int write_info(struct memprof_writer *w, const struct memprof_trace_info *info)
 {
 	const char *strs[4];
 	size_t lens[4], n = 0;
-	struct memprof_writer *w;
-	int level, err;
 	uint8_t *p;
+
+	strs[0] = info->executable_name;
+	strs[1] = info->host_name;
+	strs[2] = info->runtime_params;
+	strs[3] = w->version >= 2 ? info->context : NULL;
+	for (int i = 0; i < 4; i++) {
+		lens[i] = strs[i] ? strnlen(strs[i], MP_PACKET_MAX) : 0;
+		n += lens[i] + 1;
+	}
+	if (w->hdr_size + 4 + 8 + 1 + 8 + n > MP_PACKET_MAX)
+		return -E2BIG;
+	w->start_time = w->last_time = info->start_time_us;
+	p = w->pkt + w->hdr_size;
+	p += put_evhdr(p, MP_EV_INFO, w->start_time);
+	memcpy(p, &info->sample_rate, 8);
+	p += 8;
+	*p++ = info->word_size;
+	for (int i = 0; i < 3; i++)
+		p += put_str(p, strs[i] ? strs[i] : "", lens[i]);
+	mp_put64(p, info->pid);
+	p += 8;
+	if (w->version >= 2) {
+		w->ctx_off = (uint64_t)w->base + (uint64_t)(p - w->pkt);
+		w->ctx_len = lens[3];
+		p += put_str(p, strs[3] ? strs[3] : "", lens[3]);
+	}
+	put_header(w, w->pkt, (size_t)(p - w->pkt), w->start_time, w->start_time, MP_VERIFY_NONE, 0,
+		   0, 0, 0);
+	return emit(w, w->pkt, (size_t)(p - w->pkt));
+}
+
+static struct memprof_writer *writer_new(int fd, size_t queue_bytes,
+					 const struct memprof_trace_info *info,
+					 const struct memprof_writer_opts *opts)
+{
+	struct memprof_writer *w;
+	pthread_attr_t attr;
+	struct stat st;
+	int level, err;
 
 	if (fd < 0 || !info || (opts && opts->sz < sizeof(size_t)) || info->pid >= MP_CODE_LIMIT) {
 		errno = EINVAL;
@@ -256,10 +502,13 @@ struct memprof_writer *memprof_writer__new(int fd, const struct memprof_trace_in
 	if (!w->span || w->span > MP_DEFAULT_SPAN)
 		w->span = MP_DEFAULT_SPAN;
 	w->pid = info->pid;
-	w->start_time = w->last_time = info->start_time_us;
 	w->next_vix = MP_VERIFY_FIRST;
 	w->defined.limit = MP_MAX_CODES;
+	w->base = lseek(fd, 0, SEEK_CUR);
 	level = OPT(opts, zstd_level, 0);
+	/* pwrite() on an O_APPEND file appends: its context cannot be patched in place */
+	w->regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+	w->patchable = level <= 0 && w->base >= 0 && w->regular && !(fcntl(fd, F_GETFL) & O_APPEND);
 	if (level > 0) {
 		w->zc = ZSTD_createCCtx();
 		w->zcap = ZSTD_compressBound(MP_PACKET_MAX) + 4096;
@@ -272,39 +521,50 @@ struct memprof_writer *memprof_writer__new(int fd, const struct memprof_trace_in
 			return NULL;
 		}
 	}
-
-	/* The trace-info packet: one event, header + content <= 32 KiB. */
-	strs[0] = info->executable_name;
-	strs[1] = info->host_name;
-	strs[2] = info->runtime_params;
-	strs[3] = w->version >= 2 ? info->context : NULL;
-	for (int i = 0; i < 4; i++) {
-		lens[i] = strs[i] ? strnlen(strs[i], MP_PACKET_MAX) : 0;
-		n += lens[i] + 1;
+	if (queue_bytes) {
+		w->q = calloc(1, sizeof(*w->q));
+		if (!w->q) {
+			free_writer(w);
+			errno = ENOMEM;
+			return NULL;
+		}
+		pthread_mutex_init(&w->q->mu, NULL);
+		pthread_cond_init(&w->q->cv, NULL);
+		w->q->limit = queue_bytes > MP_PACKET_MAX ? queue_bytes : MP_PACKET_MAX;
 	}
-	if (w->hdr_size + 4 + 8 + 1 + 8 + n > MP_PACKET_MAX) {
-		free_writer(w);
-		errno = E2BIG;
-		return NULL;
+	err = write_info(w, info);
+	if (!err && w->q) {
+		pthread_attr_init(&attr);
+		pthread_attr_setstacksize(&attr, MP_WQ_STACK);
+		err = -pthread_create(&w->q->thread, &attr, wq_thread, w);
+		pthread_attr_destroy(&attr);
 	}
-	p = w->pkt + w->hdr_size;
-	p += put_evhdr(p, MP_EV_INFO, w->start_time);
-	memcpy(p, &info->sample_rate, 8);
-	p += 8;
-	*p++ = info->word_size;
-	for (int i = 0; i < 3; i++)
-		p += put_str(p, strs[i] ? strs[i] : "", lens[i]);
-	mp_put64(p, info->pid);
-	p += 8;
-	if (w->version >= 2)
-		p += put_str(p, strs[3] ? strs[3] : "", lens[3]);
-	put_header(w, w->pkt, (size_t)(p - w->pkt), w->start_time, w->start_time, MP_VERIFY_NONE, 0,
-		   0, 0, 0);
-	err = emit(w, w->pkt, (size_t)(p - w->pkt));
 	if (err) {
 		free_writer(w);
 		errno = -err;
 		return NULL;
+	}
+	return w;
+}
+
+struct memprof_writer *memprof_writer__new(int fd, const struct memprof_trace_info *info,
+					   const struct memprof_writer_opts *opts)
+{
+	return writer_new(fd, 0, info, opts);
+}
+
+struct memprof_writer *mp_writer__new_async(int fd, size_t queue_bytes,
+					    const struct memprof_trace_info *info,
+					    const struct memprof_writer_opts *opts)
+{
+	struct memprof_writer *w = writer_new(fd, queue_bytes, info, opts);
+	int err = errno;
+
+	if (w) {
+		w->own_fd = true;
+	} else if (fd >= 0) {
+		close(fd);
+		errno = err;
 	}
 	return w;
 }
@@ -332,6 +592,119 @@ struct memprof_writer *memprof_writer__open(const char *path,
 	}
 	w->own_fd = true;
 	return w;
+}
+
+int mp_writer__patch_context_tail(struct memprof_writer *w, const char *s, size_t n)
+{
+	char *copy;
+
+	if (!w || w->finished)
+		return -EINVAL;
+	if (!w->patchable || w->version < 2)
+		return -ENOTSUP;
+	if (n > w->ctx_len)
+		return -EINVAL;
+	copy = malloc(n ? n : 1);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, s, n);
+	if (w->q) {
+		pthread_mutex_lock(&w->q->mu);
+		free(w->q->patch);
+		w->q->patch = copy;
+		w->q->patch_len = n;
+		pthread_mutex_unlock(&w->q->mu);
+	} else {
+		free(w->patch);
+		w->patch = copy;
+		w->patch_len = n;
+	}
+	return 0;
+}
+
+int mp_writer__reset(struct memprof_writer *w, const struct memprof_trace_info *info)
+{
+	int err;
+
+	if (!w || !info || w->finished || info->pid >= MP_CODE_LIMIT)
+		return -EINVAL;
+	if (writer_err(w))
+		return w->err;
+	if (w->next_id || w->defined.n || w->len)
+		return -EBUSY;
+	if (w->base < 0 || !w->regular)
+		return -ENOTSUP;
+	if (w->q)
+		err = wq_put(w->q, NULL, 0, w->base);
+	else if (ftruncate(w->fd, w->base) < 0 || lseek(w->fd, w->base, SEEK_SET) < 0)
+		err = -errno;
+	else
+		err = 0;
+	if (!err && w->zc && ZSTD_isError(ZSTD_CCtx_reset(w->zc, ZSTD_reset_session_only)))
+		err = -EIO;
+	if (!err) {
+		w->bytes = 0;
+		w->pid = info->pid;
+		w->domain = w->version >= 3 ? info->initial_domain : 0;
+		err = write_info(w, info);
+	}
+	if (err)
+		w->err = err;
+	return err;
+}
+
+/* The last packets and the end of the zstd frame, past the queue's bound. */
+static int writer_end(struct memprof_writer *w)
+{
+	int err;
+
+	w->closing = true;
+	err = memprof_writer__flush(w);
+	if (!err && w->zc)
+		err = zstd_out(w, NULL, 0, ZSTD_e_end);
+	return err;
+}
+
+int mp_writer__finish(struct memprof_writer *w)
+{
+	int err;
+
+	if (!w || w->finished)
+		return -EINVAL;
+	err = writer_end(w);
+	w->finished = true;
+	if (w->q) {
+		pthread_mutex_lock(&w->q->mu);
+		w->q->finish = true;
+		pthread_cond_signal(&w->q->cv);
+		pthread_mutex_unlock(&w->q->mu);
+	}
+	return err;
+}
+
+bool mp_writer__done(struct memprof_writer *w)
+{
+	return !w || !w->q || atomic_load(&w->q->done);
+}
+
+int mp_writer__output_error(struct memprof_writer *w, uint64_t *since_us, uint64_t *lost)
+{
+	int err = 0;
+
+	if (since_us)
+		*since_us = 0;
+	if (lost)
+		*lost = 0;
+	if (!w || !w->q)
+		return w && w->err ? -w->err : 0;
+	pthread_mutex_lock(&w->q->mu);
+	err = atomic_load(&w->q->err);
+	if (since_us)
+		*since_us = w->q->err_us;
+	if (lost)
+		*lost = w->q->lost;
+	pthread_mutex_unlock(&w->q->mu);
+	return err;
 }
 
 /* ---- locations ---------------------------------------------------------------------------- */
@@ -470,7 +843,7 @@ int memprof_writer__location(struct memprof_writer *w, uint64_t code,
 
 	if (!w || !code || code >= MP_CODE_LIMIT || nlocs > 255 || (nlocs && !locs))
 		return -EINVAL;
-	if (w->err)
+	if (writer_err(w))
 		return w->err;
 	fp = loc_fingerprint(locs, nlocs);
 	slot = mtc_map__find(&w->defined, code);
@@ -587,7 +960,7 @@ int memprof_writer__alloc(struct memprof_writer *w, uint64_t time_us, uint64_t l
 	if (!w || nsamples < 1 || nsamples >= MP_CODE_LIMIT || length >= MP_CODE_LIMIT ||
 	    (unsigned int)source > MEMPROF_SOURCE_EXTERNAL || (bt_len && !bt))
 		return -EINVAL;
-	if (w->err)
+	if (writer_err(w))
 		return w->err;
 	if (bt_len > MP_MAX_FRAMES) {
 		/* Keep the innermost frames: the allocation site matters most. */
@@ -653,7 +1026,7 @@ static int id_event(struct memprof_writer *w, unsigned int code, uint64_t time_u
 
 	if (!w)
 		return -EINVAL;
-	if (w->err)
+	if (writer_err(w))
 		return w->err;
 	if (id >= w->next_id)
 		return -EINVAL;
@@ -691,17 +1064,28 @@ uint64_t memprof_writer__dropped_frames(const struct memprof_writer *w)
 
 int memprof_writer__close(struct memprof_writer *w)
 {
-	int err;
+	int err = 0, qerr;
 
 	if (!w)
 		return 0;
-	err = memprof_writer__flush(w);
-	if (!err && w->zc)
-		err = zstd_out(w, NULL, 0, ZSTD_e_end);
-	if (w->own_fd && w->fd >= 0) {
-		if (close(w->fd) && !err)
+	if (!w->finished)
+		err = mp_writer__finish(w);
+	if (w->q) {
+		pthread_join(w->q->thread, NULL);
+		qerr = atomic_load(&w->q->err);
+		if (!err && qerr)
+			err = -qerr;
+	} else {
+		/* the drop counts, in place: also after a failed write (it needs no new block) */
+		if (w->patch && w->patchable &&
+		    pwrite(w->fd, w->patch, w->patch_len,
+			   (off_t)(w->ctx_off + w->ctx_len - w->patch_len)) < 0 && !err)
 			err = -errno;
-		w->fd = -1;
+		if (w->own_fd && w->fd >= 0) {
+			if (close(w->fd) && !err)
+				err = -errno;
+			w->fd = -1;
+		}
 	}
 	free_writer(w);
 	return err;

@@ -70,7 +70,11 @@ expect "attach: PID too large" 2 "^memprofctl attach: invalid PID '99999999999'$
 	-- "$CTL" attach 99999999999
 expect "attach: --rate without value" 2 "^memprofctl attach: option '--rate' requires an argument$" \
 	-- "$CTL" attach --rate
-expect "attach: rate 2" 2 "^memprofctl attach: invalid rate '2'" -- "$CTL" attach --rate 2 1
+expect "attach: rate 2" 2 "^memprofctl attach: Invalid sampling rate 2: it must be in \[1e-09, 1\]$" \
+	-- "$CTL" attach --rate 2 1
+expect "attach: rate 1e-300, below the minimum" 2 \
+	"^memprofctl attach: Invalid sampling rate 1e-300: it must be in \[1e-09, 1\]$" \
+	-- "$CTL" attach --rate 1e-300 1
 expect "attach: rate not a number" 2 "^memprofctl attach: invalid rate 'abc'" \
 	-- "$CTL" attach -r abc 1
 expect "attach: bad duration" 2 "^memprofctl attach: invalid duration '60x'" \
@@ -140,7 +144,14 @@ expect "record: --rate then --interval" 2 "^memprofctl record: --rate and --inte
 	-- "$CTL" record --rate 0.1 --interval 64 -- true
 expect "record: --interval then --rate" 2 "^memprofctl record: --rate and --interval exclude each other" \
 	-- "$CTL" record --interval 64 --rate 0.1 -- true
-expect "record: rate 0" 2 "^memprofctl record: invalid rate '0'" -- "$CTL" record -r 0 -- true
+expect "record: rate 0" 2 "^memprofctl record: Invalid sampling rate 0: it must be in \[1e-09, 1\]$" \
+	-- "$CTL" record -r 0 -- true
+expect "record: rate 1e-300, below the minimum" 2 \
+	"^memprofctl record: Invalid sampling rate 1e-300: it must be in \[1e-09, 1\]$" \
+	-- "$CTL" record -r 1e-300 -- true
+expect "record: an interval beyond the minimum rate" 2 \
+	"^memprofctl record: invalid interval '80000000000': Invalid sampling rate 1e-10" \
+	-- "$CTL" record --interval 80000000000 -- true
 expect "record: bad unwind mode" 2 "^memprofctl record: invalid unwind mode 'lbr'" \
 	-- "$CTL" record --unwind lbr -- true
 expect "record: stack copy too large" 2 "^memprofctl record: invalid stack copy size '99999999'" \

@@ -133,6 +133,16 @@ struct memprof_client_process {
 	char *detached_reason;		/* over its overhead budget; NULL: not detached */
 };
 
+/* A trace that could not be written whole (Profile1.ProcessWriteErrors). */
+struct memprof_client_write_error {
+	pid_t pid;
+	char *error;			/* the errno name of the first failed write
+					 * ("ENOSPC"), or "stalled": the output did not
+					 * keep up */
+	uint64_t since_us;		/* when it began, CLOCK_REALTIME µs */
+	uint64_t lost;			/* events not written */
+};
+
 /* Every property of a profile (org.memprofd.Profile1). */
 struct memprof_client_profile {
 	uint32_t id;
@@ -150,6 +160,9 @@ struct memprof_client_profile {
 	uint64_t start_us;		/* CLOCK_REALTIME µs */
 	size_t nprocs;
 	struct memprof_client_process *procs;
+	/* Added (outputs): at the end, so the struct grows compatibly */
+	size_t nwrite_errors;
+	struct memprof_client_write_error *write_errors;
 };
 
 /* Read profile @id: *@ret is freed with memprof_client_profile__free(). -ENOENT: no such. */
