@@ -569,7 +569,10 @@ static void reap_outputs(struct mp_engine *e)
 		}
 		if (t) {
 			t->closing = NULL;
-			if (!--t->p->nclosing)
+			/* only a discarded profile waits for its files (its reply, its manifest's
+			 * "complete"); telling a running one at each exit rewrote its manifest per
+			 * exited process, O(processes) each time */
+			if (!--t->p->nclosing && t->p->state == MP_PROFILE_DISCARDED)
 				told = t->p->tell_closed = true;
 		}
 		free(c);
