@@ -1169,20 +1169,28 @@ int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	return emit_proc(MP_EV_EXEC, tgid, (__u32)ids, cfg->profile, other, 0);
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
+/*
+ * Thread and process exit. @group_dead: the tracepoint's own argument (Linux 6.16+ pass it), or
+ * -1 on kernels whose sched_process_exit passes the task only (Debian 12's 6.1): do_exit() has
+ * already decremented signal->live then, so the group is dead when it reads 0. Two threads
+ * exiting at once can both read 0; only the one that removes the procs entry reports the exit.
+ */
+static __always_inline int exit_common(struct task_struct *p, int group_dead)
 {
 	__u64 ids = mp_task_ids(p);
 	__u32 tgid = ids >> 32, tid = (__u32)ids, profile, code;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
 	struct tstate *st = bpf_task_storage_get(&tstates, p, 0, 0);
 	unsigned int sflags;
+	bool known = group_dead >= 0;
 
 	if (st && cfg && (st->hit_entries | st->hit_returns))
 		hits_flush(st, tgid);	/* the thread's last probe hits (hits_count()) */
 	if (!cfg)
 		return 0;
 	profile = cfg->profile;
+	if (!known)
+		group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
 	if (!group_dead)
 		return emit_proc(MP_EV_THREAD_EXIT, tgid, tid, profile, 0, 0);
 	/* wait(2)-style status: the group's exit code when the group was killed or exit_group'd */
@@ -1190,9 +1198,37 @@ int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
 	code = (sflags & 0x00000004 /* SIGNAL_GROUP_EXIT */) ? BPF_CORE_READ(p, signal,
 									       group_exit_code)
 							       : p->exit_code;
-	bpf_map_delete_elem(&procs, &tgid);
+	if (bpf_map_delete_elem(&procs, &tgid) && !known)
+		return 0;	/* another thread of the group reported it */
 	bpf_map_delete_elem(&pstate, &tgid);
 	return emit_proc(MP_EV_EXIT, tgid, tid, profile, 0, code);
+}
+
+/*
+ * Two variants of the exit program; the loader loads the one the running kernel's
+ * sched_process_exit prototype (its BTF) has arguments for, and only that one.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
+{
+	return exit_common(p, group_dead);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(mp_exit_task, struct task_struct *p)
+{
+	return exit_common(p, -1);
+}
+
+/*
+ * Test-only (MP_BPF_TEST_REJECT=1 in the loader's environment): reads an argument no kernel's
+ * sched_process_exit has, so that the verifier rejects it, as 6.1 rejected mp_exit. It proves
+ * that a load failure names the program and the verifier's reason (tests/bpf/load-errors.sh).
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(mp_test_reject, struct task_struct *p, bool group_dead, long a2, long a3, long a4)
+{
+	return a4 == 1;
 }
 
 /*

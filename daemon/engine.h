@@ -37,6 +37,16 @@ struct mp_engine_opts {
 	/* Added: where traces go when a profile names neither out_path nor out_dir;
 	 * NULL = the current directory. */
 	const char *default_dir;
+	/* Added (kernel range): the loader's messages (each kernel probe's result and the
+	 * mechanisms chosen, once at start; probes that failed to attach), @level a syslog
+	 * priority; NULL: none. */
+	void (*log)(void *ctx, int level, const char *msg);
+	void *log_ctx;
+	/* When mp_engine__new() fails to load the BPF programs: one sentence naming the program
+	 * and the verifier's or the kernel's reason ("permission" only for a missing
+	 * capability). NULL: not wanted. */
+	char *error;
+	size_t error_len;
 };
 
 /*
@@ -176,6 +186,8 @@ size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, 
  */
 size_t mp_profile__write_failures(const struct mp_profile *p,
 				  void (*fn)(void *ctx, const char *msg), void *ctx);
+/* The kernel mechanisms the probes use (daemon/bpf_loader.h mp_bpf__mechanisms()). */
+const char *mp_engine__mechanisms(const struct mp_engine *e);
 /* Global drop/activity counters from BPF (enum mp_stat order). */
 int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n);
 
