@@ -33,10 +33,10 @@
  * uprobe sessions (Linux 6.13+, attach type BPF_TRACE_UPROBE_SESSION: one program, entry and
  * return halves told apart by bpf_session_is_return()), the entry half returns 1 for a call
  * that holds no sample point, and the kernel then skips its return half; only sampled calls
- * (and reallocs of a sampled block) pay for a return probe. Sessions are used when the program
- * loads and a self-test on our own process behaves (first entry returns 0 and gets its return
- * half, second returns 1 and does not); otherwise entry + return probes (uprobe_multi links
- * of mp_entry and mp_ret, or perf-event uprobes). MP_BPF_NO_SESSION=1 and
+ * (and reallocs of a sampled block) pay for a return probe. Sessions are used when a session
+ * link can be created on our own function (kernel_probe()) and a self-test there behaves
+ * (first entry returns 0 and gets its return half, second returns 1 and does not); otherwise
+ * entry + return probes (uprobe_multi links of mp_entry and mp_ret, or perf-event uprobes). MP_BPF_NO_SESSION=1 and
  * MP_BPF_NO_UPROBE_MULTI=1 force the fallbacks. The nesting rule of bpf/memprof.bpf.c needs
  * care then: a skipped return leaves no depth to undo, so the entry remembers the call's frame
  * (stack pointer and the return address stored there) and a later call is nested only while
