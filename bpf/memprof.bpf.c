@@ -499,6 +499,11 @@ static __always_inline struct mp_proc_cfg *thread_cfg(struct tstate *st, __u32 t
 			stat_inc(MP_STAT_FOREIGN_CALLS);
 			return NULL;
 		}
+		/* A new profile: a call still "in progress" from before is one whose return went
+		 * unseen (its probes were detached, or attached in between); left, it would make
+		 * every later call at or below its stack pointer nested, never sampled. */
+		if (st->cfg.profile != cfg->profile || st->cfg.gen != cfg->gen)
+			st->depth = 0;
 		st->cfg = *cfg;
 		st->cfg_epoch = epoch;
 	}
@@ -1154,9 +1159,12 @@ int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	struct tstate *st = bpf_task_storage_get(&tstates, p, 0, 0);
 	__u64 now;
 
-	/* A non-leader thread took the leader's tid: forget its ids (mp_thread_ids()). */
-	if (st)
+	/* A non-leader thread took the leader's tid: forget its ids (mp_thread_ids()). No
+	 * allocator call of the old image is in progress any more. */
+	if (st) {
 		st->ns_ids = 0;
+		st->depth = 0;
+	}
 	/* old_pid is its global tid, whose struct pid is gone: unknown in our namespace */
 	if (mp_pidns_nested)
 		other = 0;

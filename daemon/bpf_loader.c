@@ -1457,21 +1457,28 @@ static int attach_sym(struct mp_bpf *b, struct target *t, const struct resolved 
 	struct plink le = { .fd = -1 }, lr = { .fd = -1 };
 	int err;
 
+	/*
+	 * The return probe goes first. An entry probe live before its return probe sees calls
+	 * whose returns nobody sees: the thread's state keeps the call as in progress, and
+	 * every later call at or below its stack pointer counts as nested in it, never sampled
+	 * (on 6.1, where each perf-event uprobe takes a while to attach, that was often the
+	 * whole profile). A return without its entry is only counted (missed_returns).
+	 */
 	if (b->session) {
 		err = attach_multi(t->pid, path, b->skel->progs.mp_session, false, &r->offset,
 				   &cookie, NULL, 1, &le);
 	} else if (b->multi) {
-		err = attach_multi(t->pid, path, b->skel->progs.mp_entry, false, &r->offset,
-				   &cookie, NULL, 1, &le);
-		if (!err && pd->ret)
-			err = attach_multi(t->pid, path, b->skel->progs.mp_ret, true, &r->offset,
-					   &cookie, NULL, 1, &lr);
+		err = pd->ret ? attach_multi(t->pid, path, b->skel->progs.mp_ret, true, &r->offset,
+					     &cookie, NULL, 1, &lr) : 0;
+		if (!err)
+			err = attach_multi(t->pid, path, b->skel->progs.mp_entry, false, &r->offset,
+					   &cookie, NULL, 1, &le);
 	} else {
-		err = attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_entry, false, cookie,
-				  0, &le);
-		if (!err && pd->ret)
-			err = attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_ret, true,
-					  cookie, 0, &lr);
+		err = pd->ret ? attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_ret, true,
+					    cookie, 0, &lr) : 0;
+		if (!err)
+			err = attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_entry, false,
+					  cookie, 0, &le);
 	}
 	if (!err && (err = target_add_link(t, &le)) == 0 && pd->ret && !b->session &&
 	    (err = target_add_link(t, &lr)) != 0)
@@ -1509,13 +1516,16 @@ static int attach_obj(struct mp_bpf *b, struct target *t, const struct obj *o, c
 	}
 	if (b->multi && n) {
 		struct plink le = { .fd = -1 }, lr = { .fd = -1 };
-		int err = attach_multi(t->pid, path, b->session ? b->skel->progs.mp_session :
-				       b->skel->progs.mp_entry, false, offs, cookies, NULL, n, &le);
+		int err = 0;
 
-		/* a session link has both halves */
-		if (!err && nr && !b->session)
+		/* returns first (a session link has both halves): see attach_sym() */
+		if (nr && !b->session)
 			err = attach_multi(t->pid, path, b->skel->progs.mp_ret, true, roffs, rcookies,
 					   NULL, nr, &lr);
+		if (!err)
+			err = attach_multi(t->pid, path, b->session ? b->skel->progs.mp_session :
+					   b->skel->progs.mp_entry, false, offs, cookies, NULL, n,
+					   &le);
 		if (!err && (err = target_add_link(t, &le)) == 0 && nr && !b->session &&
 		    (err = target_add_link(t, &lr)) != 0)
 			t->nlinks--;
