@@ -260,6 +260,8 @@ static void summary_json(const struct record_daemon *rd, const struct memprof_cl
 			       grown(rd->before, after, mp_stat__name(MP_STAT_CALLS))));
 	json_object_object_add(o, "sampled", json_object_new_uint64(
 			       grown(rd->before, after, mp_stat__name(MP_STAT_SAMPLED))));
+	if (after && after->mechanisms)
+		json_object_object_add(o, "mechanisms", json_object_new_string(after->mechanisms));
 	fprintf(stderr, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
 							       JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);
@@ -307,6 +309,8 @@ static void summary_text(const struct record_daemon *rd, const struct memprof_cl
 	fprintf(stderr, PFX "%" PRIu64 " allocator calls probed, %" PRIu64 " sampled (memprofd "
 		"profile %" PRIu32 ")\n", grown(rd->before, after, mp_stat__name(MP_STAT_CALLS)),
 		grown(rd->before, after, mp_stat__name(MP_STAT_SAMPLED)), p->id);
+	if (after && after->mechanisms)
+		fprintf(stderr, PFX "kernel mechanisms: %s (memprofd's)\n", after->mechanisms);
 }
 
 int record_daemon__finish(struct record_daemon *rd, int status, const char *cmd0)
