@@ -188,8 +188,8 @@ static void verifier_reason(const char *v, const char *e, char *out, size_t len)
 	}
 	out[0] = 0;
 	for (int i = n - 1; i >= 0 && o + 1 < len; i--) {
-		int w = snprintf(out + o, len - o, "%s%.*s", o ? "; " : "", (int)(ends[i] - lines[i]),
-				 lines[i]);
+		int w = snprintf(out + o, len - o, "%s%.*s", o ? "; " : "",
+				 (int)(ends[i] - lines[i]), lines[i]);
 
 		if (w < 0)
 			break;

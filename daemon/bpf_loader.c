@@ -36,8 +36,8 @@
  * (and reallocs of a sampled block) pay for a return probe. Sessions are used when a session
  * link can be created on our own function (kernel_probe()) and a self-test there behaves
  * (first entry returns 0 and gets its return half, second returns 1 and does not); otherwise
- * entry + return probes (uprobe_multi links of mp_entry and mp_ret, or perf-event uprobes). MP_BPF_NO_SESSION=1 and
- * MP_BPF_NO_UPROBE_MULTI=1 force the fallbacks. The nesting rule of bpf/memprof.bpf.c needs
+ * entry + return probes (uprobe_multi links of mp_entry and mp_ret, or perf-event uprobes).
+ * MP_BPF_NO_SESSION=1 and MP_BPF_NO_UPROBE_MULTI=1 force the fallbacks. The nesting rule of bpf/memprof.bpf.c needs
  * care then: a skipped return leaves no depth to undo, so the entry remembers the call's frame
  * (stack pointer and the return address stored there) and a later call is nested only while
  * that frame still holds that return address (nested_noret()).
@@ -855,8 +855,8 @@ static struct memprof_bpf *skel_load(const struct pidns *ns, bool multi, bool se
 		mp_load_explain(log, err, mp_kernel_bpf_capable(), why, why_len);
 	free(log);
 	if (!err && ns->nested && (err = pidns_probe(skel)))
-		snprintf(why, why_len, "program 'mp_pidns_probe' could not learn our pid namespace: "
-			 "%s", strerror(-err));
+		snprintf(why, why_len, "program 'mp_pidns_probe' could not learn our pid "
+			 "namespace: %s", strerror(-err));
 	if (err) {
 		memprof_bpf__destroy(skel);
 		errno = -err;
@@ -1477,8 +1477,8 @@ static int attach_sym(struct mp_bpf *b, struct target *t, const struct resolved 
 		err = pd->ret ? attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_ret, true,
 					    cookie, 0, &lr) : 0;
 		if (!err)
-			err = attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_entry, false,
-					  cookie, 0, &le);
+			err = attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_entry,
+					  false, cookie, 0, &le);
 	}
 	if (!err && (err = target_add_link(t, &le)) == 0 && pd->ret && !b->session &&
 	    (err = target_add_link(t, &lr)) != 0)
@@ -1541,9 +1541,10 @@ static int attach_obj(struct mp_bpf *b, struct target *t, const struct obj *o, c
 		int err = attach_sym(b, t, &o->res[i], path);
 
 		if (err) {
-			const char *kind = b->session ? "uprobe session link of program 'mp_session'"
-				: b->multi ? "uprobe_multi links of programs 'mp_entry'/'mp_ret'"
-				: "perf-event uprobes of programs 'mp_entry'/'mp_ret'";
+			const char *kind =
+				b->session ? "uprobe session link of program 'mp_session'" :
+				b->multi ? "uprobe_multi links of programs 'mp_entry'/'mp_ret'" :
+				"perf-event uprobes of programs 'mp_entry'/'mp_ret'";
 
 			logf_(b, 3, "Failed to attach uprobe to '%s' in '%s' (pid %d, offset %#" PRIx64
 			      ", %s): %s", pd->sym, shown, t->pid, o->res[i].offset, kind,

@@ -33,7 +33,7 @@ if [ $rc -ne 0 ]; then
 	echo "$release"
 	exit $rc
 fi
-tag=kernel-${release%%-*}
+tag=kernel-$(echo "$release" | cut -d. -f1,2)
 
 # Inside, the tests run slower (emulated), never timed; each still has a limit.
 "$src/scripts/kernel-vm" -t 840 -- env MP_BUILD="$build" MP_TEST_TIMEOUT=600 \
