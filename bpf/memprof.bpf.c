@@ -783,15 +783,21 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 	__u64 addr = ret, pid_tgid;
 	__u32 tgid;
 
-	if (!st) {
-		stat_inc(MP_STAT_MISSED_RETURNS);
+	/*
+	 * A return with no call in progress is a missed pairing only while this thread's entries
+	 * run with the current configuration. Not before the thread's first entry, nor in the
+	 * window where a profile's return probes are attached and its entry probes not yet
+	 * (attach_sym()), nor once the process is detached (entries ignored, links closing).
+	 */
+	if (!st)
 		return 0;
-	}
 	pid_tgid = mp_thread_ids(st);	/* the entry half cached them */
 	tgid = pid_tgid >> 32;
 	hits_count(st, tgid, true);
 	if (!st->depth) {
-		stat_inc(MP_STAT_MISSED_RETURNS);
+		if (st->cfg_epoch == *(volatile __u64 *)&mp_procs_epoch + 1 &&
+		    !(st->cfg.flags & MP_PROC_DETACHED))
+			stat_inc(MP_STAT_MISSED_RETURNS);
 		return 0;
 	}
 	if (st->depth > 1) {
