@@ -1,6 +1,7 @@
 # bpf/: the BPF programs (bpf/memprof.bpf.c), their skeleton, and the user-space loader that
-# attaches them (daemon/bpf_loader.c, elf_syms.c, placement.c, uprobe_link.c). Exports BPF_LOADER_OBJS and
-# BPF_LOADER_LIBS for the programs that link the loader (the engine, tests).
+# attaches them (daemon/bpf_loader.c, elf_syms.c, placement.c, uprobe_link.c, bpf_kernel.c).
+# Exports BPF_LOADER_OBJS and BPF_LOADER_LIBS for the programs that link the loader (the
+# engine, tests).
 #
 # vmlinux.h is dumped from the running kernel's BTF once per build directory.
 
@@ -28,7 +29,7 @@ $(B)/daemon/bpf_loader.o: $(B)/gen/memprof.skel.h
 EXTRA_CFLAGS_daemon += $(call pkgcflags,libbpf libelf)
 
 BPF_LOADER_OBJS	:= $(B)/daemon/bpf_loader.o $(B)/daemon/elf_syms.o $(B)/daemon/placement.o \
-		   $(B)/daemon/uprobe_link.o $(B)/daemon/target_open.o
+		   $(B)/daemon/uprobe_link.o $(B)/daemon/target_open.o $(B)/daemon/bpf_kernel.o
 BPF_LOADER_LIBS	:= -lbpf -lelf -lz -lcapstone -pthread
 
 # Unit test of the geometric draw (bpf/gap.h), unprivileged.
@@ -41,7 +42,14 @@ $(B)/tests/unit/test_placement: $(B)/tests/unit/test_placement.o $(B)/daemon/pla
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcapstone
 
-UNIT_TESTS	+= $(B)/tests/unit/test_gap $(B)/tests/unit/test_placement
+# Unit test of the load-failure explanations (daemon/bpf_kernel.c) on libbpf logs as 6.1 and
+# 6.18 print them, and of the tracepoint prototype probe on the running kernel's BTF.
+$(B)/tests/unit/test_bpf_kernel: $(B)/tests/unit/test_bpf_kernel.o $(B)/daemon/bpf_kernel.o
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lbpf -lelf -lz
+
+UNIT_TESTS	+= $(B)/tests/unit/test_gap $(B)/tests/unit/test_placement \
+		   $(B)/tests/unit/test_bpf_kernel
 
 # bpf tier: the probe checker (tests/bpf/probe-*.sh drive it) and its workloads.
 PROBE_WL_CFLAGS	:= -std=gnu11 -O2 -g -fno-omit-frame-pointer -D_GNU_SOURCE $(WARN)

@@ -499,6 +499,11 @@ static __always_inline struct mp_proc_cfg *thread_cfg(struct tstate *st, __u32 t
 			stat_inc(MP_STAT_FOREIGN_CALLS);
 			return NULL;
 		}
+		/* A new profile: a call still "in progress" from before is one whose return went
+		 * unseen (its probes were detached, or attached in between); left, it would make
+		 * every later call at or below its stack pointer nested, never sampled. */
+		if (st->cfg.profile != cfg->profile || st->cfg.gen != cfg->gen)
+			st->depth = 0;
 		st->cfg = *cfg;
 		st->cfg_epoch = epoch;
 	}
@@ -778,15 +783,21 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 	__u64 addr = ret, pid_tgid;
 	__u32 tgid;
 
-	if (!st) {
-		stat_inc(MP_STAT_MISSED_RETURNS);
+	/*
+	 * A return with no call in progress is a missed pairing only while this thread's entries
+	 * run with the current configuration. Not before the thread's first entry, nor in the
+	 * window where a profile's return probes are attached and its entry probes not yet
+	 * (attach_sym()), nor once the process is detached (entries ignored, links closing).
+	 */
+	if (!st)
 		return 0;
-	}
 	pid_tgid = mp_thread_ids(st);	/* the entry half cached them */
 	tgid = pid_tgid >> 32;
 	hits_count(st, tgid, true);
 	if (!st->depth) {
-		stat_inc(MP_STAT_MISSED_RETURNS);
+		if (st->cfg_epoch == *(volatile __u64 *)&mp_procs_epoch + 1 &&
+		    !(st->cfg.flags & MP_PROC_DETACHED))
+			stat_inc(MP_STAT_MISSED_RETURNS);
 		return 0;
 	}
 	if (st->depth > 1) {
@@ -1155,9 +1166,12 @@ int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	struct mp_proc_cfg ccfg;
 	__u64 now, secure;
 
-	/* A non-leader thread took the leader's tid: forget its ids (mp_thread_ids()). */
-	if (st)
+	/* A non-leader thread took the leader's tid: forget its ids (mp_thread_ids()). No
+	 * allocator call of the old image is in progress any more. */
+	if (st) {
 		st->ns_ids = 0;
+		st->depth = 0;
+	}
 	/* old_pid is its global tid, whose struct pid is gone: unknown in our namespace */
 	if (mp_pidns_nested)
 		other = 0;
@@ -1182,20 +1196,28 @@ int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 			 secure ? MP_EXEC_F_SECURE : 0);
 }
 
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
+/*
+ * Thread and process exit. @group_dead: the tracepoint's own argument (Linux 6.16+ pass it), or
+ * -1 on kernels whose sched_process_exit passes the task only (Debian 12's 6.1): do_exit() has
+ * already decremented signal->live then, so the group is dead when it reads 0. Two threads
+ * exiting at once can both read 0; only the one that removes the procs entry reports the exit.
+ */
+static __always_inline int exit_common(struct task_struct *p, int group_dead)
 {
 	__u64 ids = mp_task_ids(p);
 	__u32 tgid = ids >> 32, tid = (__u32)ids, profile, code;
 	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
 	struct tstate *st = bpf_task_storage_get(&tstates, p, 0, 0);
 	unsigned int sflags;
+	bool known = group_dead >= 0;
 
 	if (st && cfg && (st->hit_entries | st->hit_returns))
 		hits_flush(st, tgid);	/* the thread's last probe hits (hits_count()) */
 	if (!cfg)
 		return 0;
 	profile = cfg->profile;
+	if (!known)
+		group_dead = BPF_CORE_READ(p, signal, live.counter) == 0;
 	if (!group_dead)
 		return emit_proc(MP_EV_THREAD_EXIT, tgid, tid, profile, 0, 0);
 	/* wait(2)-style status: the group's exit code when the group was killed or exit_group'd */
@@ -1203,9 +1225,37 @@ int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
 	code = (sflags & 0x00000004 /* SIGNAL_GROUP_EXIT */) ? BPF_CORE_READ(p, signal,
 									       group_exit_code)
 							       : p->exit_code;
-	bpf_map_delete_elem(&procs, &tgid);
+	if (bpf_map_delete_elem(&procs, &tgid) && !known)
+		return 0;	/* another thread of the group reported it */
 	bpf_map_delete_elem(&pstate, &tgid);
 	return emit_proc(MP_EV_EXIT, tgid, tid, profile, 0, code);
+}
+
+/*
+ * Two variants of the exit program; the loader loads the one the running kernel's
+ * sched_process_exit prototype (its BTF) has arguments for, and only that one.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(mp_exit, struct task_struct *p, bool group_dead)
+{
+	return exit_common(p, group_dead);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(mp_exit_task, struct task_struct *p)
+{
+	return exit_common(p, -1);
+}
+
+/*
+ * Test-only (MP_BPF_TEST_REJECT=1 in the loader's environment): reads an argument no kernel's
+ * sched_process_exit has, so that the verifier rejects it, as 6.1 rejected mp_exit. It proves
+ * that a load failure names the program and the verifier's reason (tests/bpf/load-errors.sh).
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(mp_test_reject, struct task_struct *p, bool group_dead, long a2, long a3, long a4)
+{
+	return a4 == 1;
 }
 
 /*

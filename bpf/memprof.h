@@ -316,7 +316,7 @@ enum mp_stat {
 	MP_STAT_FREES,		/* free events sent */
 	MP_STAT_RINGBUF_DROPS,	/* bpf_ringbuf_reserve failed */
 	MP_STAT_TABLE_DROPS,	/* sampled-address table full */
-	MP_STAT_MISSED_RETURNS,	/* a return probe found no matching entry state */
+	MP_STAT_MISSED_RETURNS,	/* a return probe found no call in progress (while entries ran) */
 	MP_STAT_STACK_ERRORS,	/* bpf_get_stack failed */
 	MP_STAT_FOREIGN_CALLS,	/* probe hits from a process without a "procs" entry (must stay 0:
 				 * probes are pid-filtered, so other processes never trap) */

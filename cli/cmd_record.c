@@ -351,9 +351,11 @@ static void print_summary_json(struct mp_engine *e, struct mp_profile *p, const 
 		mp_profile__opts(p)->stack_copy_size, sst.events, sst.event_ns, sst.with_copy,
 		sst.fp_stacks, sst.dwarf_stacks, sst.unwind_ns, sst.window_cut,
 		sst.max_stack_used);
-	fprintf(f, ",\"calls\":%" PRIu64 ",\"sampled\":%" PRIu64 "}\n",
+	fprintf(f, ",\"calls\":%" PRIu64 ",\"sampled\":%" PRIu64 ",\"mechanisms\":",
 		st[MP_STAT_CALLS] - base[MP_STAT_CALLS],
 		st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED]);
+	json_str(f, mp_engine__mechanisms(e));
+	fputs("}\n", f);
 	free(ps);
 }
 
@@ -440,6 +442,16 @@ static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint6
 	fprintf(stderr, "memprofctl record: %" PRIu64 " allocator calls probed, %" PRIu64
 		" sampled\n", st[MP_STAT_CALLS] - base[MP_STAT_CALLS],
 		st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED]);
+	fprintf(stderr, "memprofctl record: kernel mechanisms: %s\n", mp_engine__mechanisms(e));
+}
+
+/* The loader's warnings and errors (probes the kernel refused); its start-up notes are in the
+ * summary's mechanisms line. */
+static void engine_log(void *ctx, int level, const char *msg)
+{
+	(void)ctx;
+	if (level <= 4)
+		fprintf(stderr, "memprofctl record: %s\n", msg);
 }
 
 /* ---- the command ---- */
@@ -739,7 +751,7 @@ int cmd_record(int argc, char **argv)
 	sigset_t mask, old;
 	int errpipe[2] = { -1, -1 }, go[2] = { -1, -1 }, sigfd = -1, st = 0, ret = 1, r, err;
 	struct record_trace_stats tstats;
-	char errmsg[1024], msg[256];
+	char errmsg[1024], msg[256], why[1024];
 	pid_t child;
 	bool reaped = false, running = false;
 	struct rlimit rl;
@@ -773,17 +785,15 @@ int cmd_record(int argc, char **argv)
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		return 1;
 	}
-	if (!rd)
+	if (!rd) {
+		o.eopts.log = engine_log;
+		o.eopts.error = why;
+		o.eopts.error_len = sizeof(why);
 		e = mp_engine__new(&o.eopts);
+	}
 	if (!e && !rd) {
-		err = errno;
 		sigprocmask(SIG_SETMASK, &old, NULL);
-		if (err == EPERM || err == EACCES)
-			fprintf(stderr, "memprofctl record: Failed to load the BPF programs: %s "
-				"(run as root, or with CAP_BPF and CAP_PERFMON)\n", strerror(err));
-		else
-			fprintf(stderr, "memprofctl record: Failed to start the sampling engine: "
-				"%s\n", strerror(err));
+		fprintf(stderr, "memprofctl record: Failed to load the BPF programs: %s\n", why);
 		return 1;
 	}
 	if (e)

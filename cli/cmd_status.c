@@ -44,6 +44,9 @@ static int daemon_status(struct memprof_client *cl)
 			json_object_object_add(st, d->stat_names[k],
 					       json_object_new_uint64(d->stat_values[k]));
 		json_object_object_add(o, "bpf", st);
+		if (d->mechanisms)
+			json_object_object_add(o, "mechanisms",
+					       json_object_new_string(d->mechanisms));
 		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
 							       JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(o);
@@ -61,6 +64,8 @@ static int daemon_status(struct memprof_client *cl)
 			printf(" %s %" PRIu64 "%s", d->stat_names[k], d->stat_values[k],
 			       k + 1 < d->nstats ? "," : "");
 		printf("\n");
+		if (d->mechanisms)
+			printf("  Kernel:    %s\n", d->mechanisms);
 	}
 out:
 	memprof_client_daemon__free(d);
@@ -87,9 +92,10 @@ int cmd_status(int argc, char **argv)
 		case 'h':
 			printf("Usage: memprofctl status [OPTIONS] [ID]\n"
 			       "\n"
-			       "Without ID: memprofd's version, defaults, profile counts and BPF\n"
-			       "counters. With ID: the profile's settings, state and, per process,\n"
-			       "samples, frees, estimated allocated and live bytes, drops and trace.\n"
+			       "Without ID: memprofd's version, defaults, profile counts, BPF\n"
+			       "counters and the kernel mechanisms in use. With ID: the profile's\n"
+			       "settings, state and, per process, samples, frees, estimated\n"
+			       "allocated and live bytes, drops and trace.\n"
 			       "\n"
 			       "Options:\n"
 			       "  -j, --json   print JSON\n"

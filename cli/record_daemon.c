@@ -309,6 +309,8 @@ static void summary_json(const struct record_daemon *rd, const struct memprof_cl
 		json_object_object_add(d, names[i], json_object_new_uint64(
 				       grown(rd->before, after, names[i])));
 	json_object_object_add(o, "daemon_drops", d);
+	if (after && after->mechanisms)
+		json_object_object_add(o, "mechanisms", json_object_new_string(after->mechanisms));
 	fprintf(stderr, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
 							       JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);
@@ -364,6 +366,8 @@ static void summary_text(const struct record_daemon *rd, const struct memprof_cl
 	fprintf(stderr, PFX "%zu process(es): %" PRIu64 " samples in %" PRIu64 " blocks, %" PRIu64
 		" freed (memprofd profile %" PRIu32 ")\n", p->nprocs, t.nsamples, t.samples,
 		t.frees, p->id);
+	if (after && after->mechanisms)
+		fprintf(stderr, PFX "kernel mechanisms: %s (memprofd's)\n", after->mechanisms);
 }
 
 int record_daemon__finish(struct record_daemon *rd, int status, const char *cmd0)

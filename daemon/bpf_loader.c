@@ -33,11 +33,11 @@
  * uprobe sessions (Linux 6.13+, attach type BPF_TRACE_UPROBE_SESSION: one program, entry and
  * return halves told apart by bpf_session_is_return()), the entry half returns 1 for a call
  * that holds no sample point, and the kernel then skips its return half; only sampled calls
- * (and reallocs of a sampled block) pay for a return probe. Sessions are used when the program
- * loads and a self-test on our own process behaves (first entry returns 0 and gets its return
- * half, second returns 1 and does not); otherwise entry + return probes (uprobe_multi links
- * of mp_entry and mp_ret, or perf-event uprobes). MP_BPF_NO_SESSION=1 and
- * MP_BPF_NO_UPROBE_MULTI=1 force the fallbacks. The nesting rule of bpf/memprof.bpf.c needs
+ * (and reallocs of a sampled block) pay for a return probe. Sessions are used when a session
+ * link can be created on our own function (kernel_probe()) and a self-test there behaves
+ * (first entry returns 0 and gets its return half, second returns 1 and does not); otherwise
+ * entry + return probes (uprobe_multi links of mp_entry and mp_ret, or perf-event uprobes).
+ * MP_BPF_NO_SESSION=1 and MP_BPF_NO_UPROBE_MULTI=1 force the fallbacks. The nesting rule of bpf/memprof.bpf.c needs
  * care then: a skipped return leaves no depth to undo, so the entry remembers the call's frame
  * (stack pointer and the return address stored there) and a later call is nested only while
  * that frame still holds that return address (nested_noret()).
@@ -84,6 +84,7 @@
 #include <memprof/preload.h>
 
 #include "bpf/gap.h"
+#include "daemon/bpf_kernel.h"
 #include "daemon/bpf_loader.h"
 #include "daemon/elf_syms.h"
 #include "daemon/placement.h"
@@ -369,6 +370,11 @@ struct mp_bpf {
 	int ref_ctr_shift;	/* where a USDT semaphore's offset goes in the config, or -1 */
 	bool multi;		/* uprobe_multi links (Linux 6.6+): one per object and program */
 	bool session;		/* uprobe session links (Linux 6.13+): mp_session, no mp_ret */
+	struct bpf_program *exit_prog;	/* mp_exit or mp_exit_task (kernel_probe()) */
+	char mechanisms[400];	/* mp_bpf__mechanisms() */
+	/* The first probe of the current mp_bpf__attach() that failed to attach, or 0. */
+	int attach_err;
+	char attach_err_what[PATH_MAX + 96];
 	uint64_t entry_cost_ns, return_cost_ns;	/* cost of a probe hit (calibrate()) */
 	bool calibrated;
 	struct mp_bpf_counters counters;
@@ -786,7 +792,13 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	char buf[512];
 	size_t n;
 
-	if (!libbpf_log_fn || level == LIBBPF_DEBUG)
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	if (mp_load_log__active()) { /* skel_load(): explained at once if it fails */
+		mp_load_log__add(fmt, ap);
+		return 0;
+	}
+	if (!libbpf_log_fn)
 		return 0;
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	n = strlen(buf);
@@ -801,6 +813,7 @@ void mp_bpf_self_target(void);
 void mp_bpf_selftest_target(void);
 static int session_selftest(struct mp_bpf *b, const char *path, uint64_t off);
 static void calibrate(struct mp_bpf *b, const char *path, uint64_t off);
+static void self_keep(struct mp_bpf *b, const struct plink *links, size_t n);
 
 /*
  * Our pid namespace: BPF reports and takes pids in it (mp_pidns_* in bpf/memprof.bpf.c), so
@@ -841,13 +854,22 @@ static int pidns_probe(struct memprof_bpf *skel)
 	return 0;
 }
 
-/* Open and load the programs: @multi uprobe_multi links, @session uprobe sessions. */
-static struct memprof_bpf *skel_load(const struct pidns *ns, bool multi, bool session)
+/*
+ * Open and load the programs: @multi uprobe_multi links, @session uprobe sessions, exit program
+ * @exit_task (mp_exit_task instead of mp_exit). On failure @why says which program failed and
+ * the kernel's reason (libbpf's messages are collected meanwhile).
+ */
+static struct memprof_bpf *skel_load(const struct pidns *ns, bool multi, bool session,
+				     bool exit_task, char *why, size_t why_len)
 {
 	struct memprof_bpf *skel = memprof_bpf__open();
+	char *log;
+	int err;
 
-	if (!skel)
+	if (!skel) {
+		snprintf(why, why_len, "cannot open the BPF object: %s", strerror(errno));
 		return NULL;
+	}
 	skel->rodata->mp_session_mode = session;
 	skel->rodata->mp_pidns_nested = ns->nested;
 	skel->rodata->mp_pidns_dev = ns->dev;
@@ -859,6 +881,10 @@ static struct memprof_bpf *skel_load(const struct pidns *ns, bool multi, bool se
 	 * reloads without sessions). */
 	bpf_program__set_autoload(skel->progs.mp_entry, !session);
 	bpf_program__set_autoload(skel->progs.mp_ret, !session);
+	bpf_program__set_autoload(skel->progs.mp_exit, !exit_task);
+	bpf_program__set_autoload(skel->progs.mp_exit_task, exit_task);
+	/* test-only: a program every verifier rejects (tests/bpf/load-errors.sh) */
+	bpf_program__set_autoload(skel->progs.mp_test_reject, getenv("MP_BPF_TEST_REJECT") != NULL);
 	if (session)
 		bpf_program__set_expected_attach_type(skel->progs.mp_session,
 						      MP_BPF_TRACE_UPROBE_SESSION);
@@ -875,40 +901,143 @@ static struct memprof_bpf *skel_load(const struct pidns *ns, bool multi, bool se
 		for (size_t i = 0; i < sizeof(usdt) / sizeof(usdt[0]); i++)
 			bpf_program__set_expected_attach_type(usdt[i], MP_BPF_TRACE_UPROBE_MULTI);
 	}
-	if (memprof_bpf__load(skel) || (ns->nested && (errno = -pidns_probe(skel)))) {
-		int err = errno;
-
+	mp_load_log__begin();
+	err = memprof_bpf__load(skel) ? -errno : 0;
+	log = mp_load_log__end();
+	if (err)
+		mp_load_explain(log, err, mp_kernel_bpf_capable(), why, why_len);
+	free(log);
+	if (!err && ns->nested && (err = pidns_probe(skel)))
+		snprintf(why, why_len, "program 'mp_pidns_probe' could not learn our pid "
+			 "namespace: %s", strerror(-err));
+	if (err) {
 		memprof_bpf__destroy(skel);
-		errno = err;
+		errno = -err;
 		return NULL;
 	}
 	return skel;
 }
 
+/* Can a link of @attach_type be created on our own function @off of @path? 0 or -errno; the
+ * link is kept (closed now, its grace period would run into a short `record`'s exit). */
+static int link_probe(struct mp_bpf *b, unsigned int attach_type, const char *path, uint64_t off)
+{
+	int prog = mp_kernel_probe_prog(attach_type);
+	struct plink l = { .fd = -1 };
+
+	if (prog < 0)
+		return prog;
+	l.fd = mp_uprobe_multi_link(prog, attach_type, getpid(), path, &off, NULL, NULL, 1, false);
+	close(prog);	/* the link holds the program */
+	if (l.fd < 0)
+		return l.fd;
+	self_keep(b, &l, 1);
+	return 0;
+}
+
+/*
+ * Can links of @attach_type (@what) be used? Not when @env is set or @missing says why not;
+ * else a link is tried on our own function. @why gets the reason when not; the result is
+ * logged once, with the @fallback used instead.
+ */
+static bool link_kind(struct mp_bpf *b, const char *what, const char *env, const char *missing,
+		      unsigned int attach_type, const char *path, uint64_t off, char *why,
+		      size_t len, const char *fallback)
+{
+	int err;
+
+	if (getenv(env))
+		snprintf(why, len, "disabled by %s", env);
+	else if (missing)
+		snprintf(why, len, "%s", missing);
+	else if ((err = link_probe(b, attach_type, path, off)))
+		snprintf(why, len, "a link on our own test function failed: %s", strerror(-err));
+	else {
+		logf_(b, 6, "Kernel: %s: yes", what);
+		return true;
+	}
+	logf_(b, 6, "Kernel: %s: no (%s): %s", what, why, fallback);
+	return false;
+}
+
+/*
+ * Every kernel-dependent choice, probed on the running kernel and logged once: the exit
+ * tracepoint's prototype (kernel BTF), uprobe_multi links and uprobe session links (a real link
+ * on our own test function @path+@off; @path NULL: none found). Fills @exit_task, @multi,
+ * @session. Returns 0, or -errno with @why when the kernel lacks something required.
+ */
+static int kernel_probe(struct mp_bpf *b, const char *path, uint64_t off, bool *exit_task,
+			bool *multi, bool *session, char *multi_why, char *session_why,
+			size_t len, char *why, size_t why_len)
+{
+	int n = mp_kernel_tp_nargs("sched_process_exit");
+
+	if (n < 1) {
+		snprintf(why, why_len, "cannot read the prototype of tracepoint sched_process_exit "
+			 "from the kernel's BTF (/sys/kernel/btf/vmlinux): %s; memprofd needs a "
+			 "kernel built with CONFIG_DEBUG_INFO_BTF", strerror(n < 0 ? -n : EPROTO));
+		return n < 0 ? n : -EPROTO;
+	}
+	*exit_task = n < 2;
+	logf_(b, 6, "Kernel: tracepoint sched_process_exit passes %s: exit program %s", n < 2 ?
+	      "the task only" : "(task, group_dead)", n < 2 ? "mp_exit_task (group_dead from "
+	      "signal->live)" : "mp_exit");
+	*multi = link_kind(b, "uprobe_multi links", "MP_BPF_NO_UPROBE_MULTI",
+			   path ? NULL : "no function of our own to try a link on",
+			   MP_BPF_TRACE_UPROBE_MULTI, path, off, multi_why, len,
+			   "perf-event uprobes");
+	*session = link_kind(b, "uprobe session links", "MP_BPF_NO_SESSION",
+			     *multi ? NULL : "needs uprobe_multi links",
+			     MP_BPF_TRACE_UPROBE_SESSION, path, off, session_why, len,
+			     "entry and return probes");
+	return 0;
+}
+
 struct mp_bpf *mp_bpf__open(mp_bpf_event_fn fn, void *ctx)
+{
+	return mp_bpf__open_log(fn, ctx, NULL, NULL, NULL, 0);
+}
+
+struct mp_bpf *mp_bpf__open_log(mp_bpf_event_fn fn, void *ctx, mp_bpf_log_fn log,
+				void *log_ctx, char *why, size_t why_len)
 {
 	struct mp_bpf *b = calloc(1, sizeof(*b));
 	struct bpf_program *progs[3];
+	char whybuf[1024], multi_why[128], session_why[128];
+	bool exit_task, multi, session;
 	struct pidns ns;
 	int err;
 
+	if (!why || !why_len) {
+		why = whybuf;
+		why_len = sizeof(whybuf);
+	}
+	why[0] = 0;
 	if (!b)
 		return NULL;
 	b->fn = fn;
 	b->ctx = ctx;
+	if (log)
+		mp_bpf__set_log(b, log, log_ctx);
 	pthread_mutex_init(&b->lock, NULL);
 	pthread_cond_init(&b->cond, NULL);
 	libbpf_set_print(libbpf_print);
 	if (elf_version(EV_CURRENT) == EV_NONE) {
 		err = -EINVAL;
+		snprintf(why, why_len, "libelf: %s", elf_errmsg(-1));
 		goto fail;
 	}
 	err = uprobe_pmu_init(b);
-	if (err)
+	if (err) {
+		snprintf(why, why_len, "no uprobe PMU (/sys/bus/event_source/devices/uprobe): %s",
+			 strerror(-err));
 		goto fail;
+	}
 	err = pidns_self(&ns);
-	if (err)
+	if (err) {
+		snprintf(why, why_len, "cannot read /proc/self/ns/pid: %s", strerror(-err));
 		goto fail;
+	}
 	/*
 	 * uprobe session links when the kernel has them (6.13+): entry and return in one program
 	 * whose entry skips the return half of unsampled calls; else uprobe_multi links (6.6+):
@@ -926,28 +1055,49 @@ struct mp_bpf *mp_bpf__open(mp_bpf_event_fn fn, void *ctx)
 				 self_target((uintptr_t)mp_bpf_selftest_target, self, sizeof(self),
 					     &test_off) == 0;
 
-		if (!getenv("MP_BPF_NO_UPROBE_MULTI") && !getenv("MP_BPF_NO_SESSION") && have_self) {
-			b->skel = skel_load(&ns, true, true);
+		err = kernel_probe(b, have_self ? self : NULL, test_off, &exit_task, &multi,
+				   &session, multi_why, session_why, sizeof(multi_why), why,
+				   why_len);
+		if (err)
+			goto fail;
+		if (session) {
+			b->skel = skel_load(&ns, true, true, exit_task, why, why_len);
 			if (b->skel) {
 				b->multi = b->session = true;
 				if (session_selftest(b, self, test_off)) {
 					memprof_bpf__destroy(b->skel);
 					b->skel = NULL;
 					b->multi = b->session = false;
+					snprintf(session_why, sizeof(session_why),
+						 "failed the self-test");
 				}
+			} else {
+				snprintf(session_why, sizeof(session_why), "program rejected");
 			}
 		}
-		if (!b->skel && !getenv("MP_BPF_NO_UPROBE_MULTI")) {
-			b->skel = skel_load(&ns, true, false);
-			b->multi = b->skel != NULL;
-		}
 		if (!b->skel) {
-			b->skel = skel_load(&ns, false, false);
+			char *first = session && why[0] ? strdup(why) : NULL;
+
+			b->skel = skel_load(&ns, multi, false, exit_task, why, why_len);
+			if (b->skel && first)	/* only the session program was in the way */
+				logf_(b, 4, "uprobe sessions unusable: %s: using entry and return "
+				      "probes", first);
+			free(first);
 			if (!b->skel) {
 				err = errno ? -errno : -EINVAL;
 				goto fail;
 			}
+			b->multi = multi;
 		}
+		b->exit_prog = exit_task ? b->skel->progs.mp_exit_task : b->skel->progs.mp_exit;
+		snprintf(b->mechanisms, sizeof(b->mechanisms),
+			 "%s%s%s; %s%s%s; exit: tp_btf/sched_process_exit(%s)",
+			 b->multi ? "uprobe_multi links" : "perf-event uprobes (no uprobe_multi: ",
+			 b->multi ? "" : multi_why, b->multi ? "" : ")",
+			 b->session ? "uprobe sessions" : "entry+return probes (no sessions: ",
+			 b->session ? "" : session_why, b->session ? "" : ")",
+			 exit_task ? "task" : "task, group_dead");
+		logf_(b, 6, "Kernel mechanisms: %s", b->mechanisms);
 		b->entry_cost_ns = MP_DEFAULT_ENTRY_COST_NS;
 		b->return_cost_ns = MP_DEFAULT_RETURN_COST_NS;
 		if (have_self)
@@ -955,23 +1105,29 @@ struct mp_bpf *mp_bpf__open(mp_bpf_event_fn fn, void *ctx)
 	}
 	progs[0] = b->skel->progs.mp_fork;
 	progs[1] = b->skel->progs.mp_exec;
-	progs[2] = b->skel->progs.mp_exit;
+	progs[2] = b->exit_prog;
 	for (int i = 0; i < 3; i++) {
 		b->lifecycle[i] = bpf_program__attach(progs[i]);
 		if (!b->lifecycle[i]) {
 			err = -errno;
+			snprintf(why, why_len, "cannot attach program '%s' (%s): %s",
+				 bpf_program__name(progs[i]), bpf_program__section_name(progs[i]),
+				 strerror(-err));
 			goto fail;
 		}
 	}
 	b->rb = ring_buffer__new(bpf_map__fd(b->skel->maps.rb), rb_event, b, NULL);
 	if (!b->rb) {
 		err = -errno;
+		snprintf(why, why_len, "cannot read the ring buffer: %s", strerror(-err));
 		goto fail;
 	}
 	if (!epoch_offset_known)
 		epoch_offset_init();
 	return b;
 fail:
+	if (!why[0])
+		snprintf(why, why_len, "%s", strerror(err < 0 ? -err : EINVAL));
 	mp_bpf__free(b);
 	errno = err < 0 ? -err : EINVAL;
 	return NULL;
@@ -1364,21 +1520,28 @@ static int attach_sym(struct mp_bpf *b, struct target *t, const struct resolved 
 	struct plink le = { .fd = -1 }, lr = { .fd = -1 };
 	int err;
 
+	/*
+	 * The return probe goes first. An entry probe live before its return probe sees calls
+	 * whose returns nobody sees: the thread's state keeps the call as in progress, and
+	 * every later call at or below its stack pointer counts as nested in it, never sampled
+	 * (on 6.1, where each perf-event uprobe takes a while to attach, that was often the
+	 * whole profile). A return without its entry is only counted (missed_returns).
+	 */
 	if (b->session) {
 		err = attach_multi(t->pid, path, b->skel->progs.mp_session, false, &r->offset,
 				   &cookie, NULL, 1, &le);
 	} else if (b->multi) {
-		err = attach_multi(t->pid, path, b->skel->progs.mp_entry, false, &r->offset,
-				   &cookie, NULL, 1, &le);
-		if (!err && pd->ret)
-			err = attach_multi(t->pid, path, b->skel->progs.mp_ret, true, &r->offset,
-					   &cookie, NULL, 1, &lr);
+		err = pd->ret ? attach_multi(t->pid, path, b->skel->progs.mp_ret, true, &r->offset,
+					     &cookie, NULL, 1, &lr) : 0;
+		if (!err)
+			err = attach_multi(t->pid, path, b->skel->progs.mp_entry, false, &r->offset,
+					   &cookie, NULL, 1, &le);
 	} else {
-		err = attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_entry, false, cookie,
-				  0, &le);
-		if (!err && pd->ret)
-			err = attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_ret, true,
-					  cookie, 0, &lr);
+		err = pd->ret ? attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_ret, true,
+					    cookie, 0, &lr) : 0;
+		if (!err)
+			err = attach_perf(b, t->pid, path, r->offset, b->skel->progs.mp_entry,
+					  false, cookie, 0, &le);
 	}
 	if (!err && (err = target_add_link(t, &le)) == 0 && pd->ret && !b->session &&
 	    (err = target_add_link(t, &lr)) != 0)
@@ -1416,13 +1579,16 @@ static int attach_obj(struct mp_bpf *b, struct target *t, const struct obj *o, c
 	}
 	if (b->multi && n) {
 		struct plink le = { .fd = -1 }, lr = { .fd = -1 };
-		int err = attach_multi(t->pid, path, b->session ? b->skel->progs.mp_session :
-				       b->skel->progs.mp_entry, false, offs, cookies, NULL, n, &le);
+		int err = 0;
 
-		/* a session link has both halves */
-		if (!err && nr && !b->session)
+		/* returns first (a session link has both halves): see attach_sym() */
+		if (nr && !b->session)
 			err = attach_multi(t->pid, path, b->skel->progs.mp_ret, true, roffs, rcookies,
 					   NULL, nr, &lr);
+		if (!err)
+			err = attach_multi(t->pid, path, b->session ? b->skel->progs.mp_session :
+					   b->skel->progs.mp_entry, false, offs, cookies, NULL, n,
+					   &le);
 		if (!err && (err = target_add_link(t, &le)) == 0 && nr && !b->session &&
 		    (err = target_add_link(t, &lr)) != 0)
 			t->nlinks--;
@@ -1438,9 +1604,20 @@ static int attach_obj(struct mp_bpf *b, struct target *t, const struct obj *o, c
 		int err = attach_sym(b, t, &o->res[i], path);
 
 		if (err) {
+			const char *kind =
+				b->session ? "uprobe session link of program 'mp_session'" :
+				b->multi ? "uprobe_multi links of programs 'mp_entry'/'mp_ret'" :
+				"perf-event uprobes of programs 'mp_entry'/'mp_ret'";
+
 			logf_(b, 3, "Failed to attach uprobe to '%s' in '%s' (pid %d, offset %#" PRIx64
-			      "): %s", pd->sym, shown, t->pid, o->res[i].offset, strerror(-err));
+			      ", %s): %s", pd->sym, shown, t->pid, o->res[i].offset, kind,
+			      strerror(-err));
 			b->counters.attach_errors++;
+			if (!b->attach_err) {
+				b->attach_err = err;
+				snprintf(b->attach_err_what, sizeof(b->attach_err_what),
+					 "'%s' in %s (%s)", pd->sym, shown, kind);
+			}
 			continue;
 		}
 		probes += pd->ret ? 2 : 1;
@@ -1528,6 +1705,7 @@ int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
 		why[0] = 0;
 	if (pid <= 0)
 		return -EINVAL;
+	b->attach_err = 0;
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", pid);
 	f = fopen(maps, "re");
 	if (!f)
@@ -1630,9 +1808,12 @@ int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
 	if (t->nalloc == 0) {
 		if (created)
 			target_bury(b, t); /* nothing to keep: drop the ld.so probe too */
-		if (why && why_len)
+		if (why && why_len && b->attach_err) /* symbols found: the kernel refused */
+			snprintf(why, why_len, "allocator symbols found, but the kernel refused "
+				 "every probe (first: %s)", b->attach_err_what);
+		else if (why && why_len)
 			explain_no_alloc(pid, scanned, why, why_len);
-		return -ENOENT;
+		return b->attach_err ? b->attach_err : -ENOENT;
 	}
 	if (created) {
 		t->next = b->targets;
@@ -1684,6 +1865,11 @@ int mp_bpf__stats(struct mp_bpf *b, uint64_t out[MP_STAT__MAX])
 	}
 	free(vals);
 	return 0;
+}
+
+const char *mp_bpf__mechanisms(const struct mp_bpf *b)
+{
+	return b->mechanisms;
 }
 
 void mp_bpf__counters(const struct mp_bpf *b, struct mp_bpf_counters *out)

@@ -28,6 +28,21 @@ typedef int (*mp_bpf_event_fn)(void *ctx, const void *data, size_t size);
 /* Load and verify the programs, attach the lifecycle (fork/exec/exit) programs, create the ring
  * buffer. Returns NULL with errno set (EPERM: no permission for BPF). */
 struct mp_bpf *mp_bpf__open(mp_bpf_event_fn fn, void *ctx);
+/*
+ * The same, logging through @log (may be NULL) from the start: each kernel probe's result once
+ * (the exit tracepoint's prototype, uprobe_multi and session links tried on a function of our
+ * own), then the mechanisms chosen. On failure @why (may be NULL) gets one sentence: the
+ * program and the verifier's or kernel's reason; "permission" only for a missing capability.
+ * MP_BPF_TEST_REJECT=1 in the environment also loads a program every verifier rejects (tests).
+ */
+struct mp_bpf *mp_bpf__open_log(mp_bpf_event_fn fn, void *ctx, void (*log)(void *, int,
+				const char *), void *log_ctx, char *why, size_t why_len);
+/*
+ * The kernel mechanisms in use, for logs and status: "uprobe_multi links" or "perf-event uprobes
+ * (no uprobe_multi: REASON)"; "uprobe sessions" or "entry+return probes (no sessions: REASON)";
+ * "exit: tp_btf/sched_process_exit(task, group_dead)" or "...(task)".
+ */
+const char *mp_bpf__mechanisms(const struct mp_bpf *b);
 void mp_bpf__free(struct mp_bpf *b);	/* detaches everything; NULL-safe */
 
 /* An fd that becomes readable when records are pending (for poll/epoll/sd-event). */
@@ -49,7 +64,9 @@ int mp_bpf__proc_del(struct mp_bpf *b, pid_t pid);
 /*
  * Find the allocator entry points in every object @pid maps and attach pid-filtered probes.
  * Returns the number of probes attached, -ENOENT when the process maps no probe-able allocator
- * (then @why, if not NULL, gets a sentence naming what was looked for), -ESRCH when it is gone.
+ * (then @why, if not NULL, gets a sentence naming what was looked for), -ESRCH when it is gone,
+ * the kernel's -errno when it has allocator symbols but every probe failed to attach (then @why
+ * names the first that failed and the link kind and programs).
  * Calling it again attaches only to objects not yet probed (after dlopen or exec).
  */
 int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len);

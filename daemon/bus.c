@@ -401,6 +401,8 @@ static int prop_manager(sd_bus *bus, const char *path, const char *iface, const 
 		return sd_bus_message_append(reply, "u", s->nclients);
 	if (!strcmp(prop, "RefusedClients"))
 		return sd_bus_message_append(reply, "t", s->refused);
+	if (!strcmp(prop, "Mechanisms"))
+		return sd_bus_message_append(reply, "s", mp_engine__mechanisms(d->engine));
 	return -ENOENT;
 }
 
@@ -434,6 +436,7 @@ static const sd_bus_vtable manager_vtable[] = {
 	SD_BUS_PROPERTY("Clients", "u", prop_manager, 0, 0),
 	SD_BUS_PROPERTY("RefusedClients", "t", prop_manager, 0, 0),
 	SD_BUS_PROPERTY("Stats", "a(st)", prop_stats, 0, 0),
+	SD_BUS_PROPERTY("Mechanisms", "s", prop_manager, 0, SD_BUS_VTABLE_PROPERTY_CONST),
 	SD_BUS_METHOD_WITH_ARGS("Start", SD_BUS_ARGS("ai", pids, "a{sv}", options),
 				SD_BUS_RESULT("o", profile), method_start,
 				SD_BUS_VTABLE_UNPRIVILEGED),

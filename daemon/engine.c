@@ -1602,6 +1602,8 @@ struct mp_engine *mp_engine__new(const struct mp_engine_opts *opts)
 		memcpy(&e->opts, opts, opts->sz && opts->sz < sizeof(e->opts) ? opts->sz :
 								      sizeof(e->opts));
 	e->opts.sz = sizeof(e->opts);
+	if (e->opts.error && e->opts.error_len)
+		e->opts.error[0] = 0;
 	e->next_id = 1;
 	e->default_dir = strdup(e->opts.default_dir ? e->opts.default_dir : ".");
 	e->opts.default_dir = NULL;
@@ -1626,7 +1628,8 @@ struct mp_engine *mp_engine__new(const struct mp_engine_opts *opts)
 	e->unw = mp_unwinder__new(e->sym, NULL);
 	if (!e->unw)
 		goto fail_errno;
-	e->bpf = mp_bpf__open(on_event, e);
+	e->bpf = mp_bpf__open_log(on_event, e, e->opts.log, e->opts.log_ctx, e->opts.error,
+				  e->opts.error_len);
 	if (!e->bpf)
 		goto fail_errno;
 	e->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -1642,6 +1645,8 @@ struct mp_engine *mp_engine__new(const struct mp_engine_opts *opts)
 	return e;
 fail_errno:
 	err = errno ? errno : ENOMEM;
+	if (e->opts.error && e->opts.error_len && !e->opts.error[0])
+		snprintf(e->opts.error, e->opts.error_len, "%s", strerror(err));
 	mp_engine__free(e);
 	errno = err;
 	return NULL;
@@ -2347,6 +2352,11 @@ size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, 
 				  t->pl_stats[MEMPROF_PRELOAD_STAT_REALLOC_LOST];
 	}
 	return p->ntraces;
+}
+
+const char *mp_engine__mechanisms(const struct mp_engine *e)
+{
+	return mp_bpf__mechanisms(e->bpf);
 }
 
 int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n)

@@ -50,6 +50,16 @@ struct mp_engine_opts {
 	 * or stuck, makes the engine wait; an event that finds the queue full is not written
 	 * (MP_DROP_STALLED). 0: traces are written in the caller's thread. */
 	size_t output_queue_bytes;
+	/* Added (kernel range): the loader's messages (each kernel probe's result and the
+	 * mechanisms chosen, once at start; probes that failed to attach), @level a syslog
+	 * priority; NULL: none. */
+	void (*log)(void *ctx, int level, const char *msg);
+	void *log_ctx;
+	/* When mp_engine__new() fails to load the BPF programs: one sentence naming the program
+	 * and the verifier's or the kernel's reason ("permission" only for a missing
+	 * capability). NULL: not wanted. */
+	char *error;
+	size_t error_len;
 };
 
 /*
@@ -216,6 +226,8 @@ unsigned int mp_profile__closing(const struct mp_profile *p);
  */
 size_t mp_engine__wait_outputs(struct mp_engine *e, unsigned int timeout_ms,
 			       void (*fn)(void *ctx, const char *msg), void *ctx);
+/* The kernel mechanisms the probes use (daemon/bpf_loader.h mp_bpf__mechanisms()). */
+const char *mp_engine__mechanisms(const struct mp_engine *e);
 /* Global drop/activity counters from BPF (enum mp_stat order). */
 int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n);
 

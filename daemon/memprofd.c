@@ -249,6 +249,13 @@ void memprofd__update_status(struct memprofd *d)
 		   mp_bus_server__nclients(d->bus));
 }
 
+/* The loader's messages: kernel probes at start, probes the kernel refused. */
+static void on_engine_log(void *ctx, int level, const char *msg)
+{
+	(void)ctx;
+	mp_log(level, "%s", msg);
+}
+
 static int on_engine(sd_event_source *es, int fd, uint32_t revents, void *userdata)
 {
 	struct memprofd *d = userdata;
@@ -490,7 +497,7 @@ int main(int argc, char **argv)
 	struct mp_engine_opts eopts = { .sz = sizeof(eopts) };
 	bool config_given = false;
 	int log_level = 6, listen_fd = -1, n, r, ret = 1;
-	char err[512] = "";
+	char err[512] = "", why[1024] = "";
 
 	r = parse_args(&d, argc, argv, &log_level, &config_given);
 	if (r >= 0)
@@ -540,10 +547,12 @@ int main(int argc, char **argv)
 	eopts.exec_check = svc_exec_check;
 	/* no caller's file, however slow, may hold up the loop (writer_async.h) */
 	eopts.output_queue_bytes = MP_OUTPUT_QUEUE_BYTES;
+	eopts.log = on_engine_log;
+	eopts.error = why;
+	eopts.error_len = sizeof(why);
 	d.engine = mp_engine__new(&eopts);
 	if (!d.engine) {
-		log_error("Failed to load the BPF programs: %s%s", strerror(errno),
-			  errno == EPERM ? " (memprofd needs CAP_BPF and CAP_PERFMON)" : "");
+		log_error("Failed to load the BPF programs: %s", why);
 		goto out;
 	}
 	mp_engine__on_state(d.engine, on_profile_state, &d);

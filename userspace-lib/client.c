@@ -728,6 +728,7 @@ void memprof_client_daemon__free(struct memprof_client_daemon *d)
 	free(d->stat_values);
 	free(d->version);
 	free(d->state_dir);
+	free(d->mechanisms);
 	free(d);
 }
 
@@ -767,6 +768,8 @@ static int read_daemon_prop(sd_bus_message *reply, const char *k, void *ctx)
 		return read_str(reply, &d->version);
 	if (!strcmp(k, "StateDirectory"))
 		return read_str(reply, &d->state_dir);
+	if (!strcmp(k, "Mechanisms"))
+		return read_str(reply, &d->mechanisms);
 	if (!strcmp(k, "DefaultRate"))
 		return sd_bus_message_read(reply, "v", "d", &d->default_rate);
 	if (!strcmp(k, "RefusedClients"))

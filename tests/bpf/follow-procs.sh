@@ -59,7 +59,7 @@ expect "--no-follow-forks: exit status (the child's)" 0 "$rc"
 ok "--no-follow-forks: no child trace" [ -n "$child" -a ! -e "$T/nofollow.ctf.$child" ]
 
 # a process still running when CMD exits is let go, not left stopped or traced
-record bg -r 1e-3 -o "$T/bg.ctf" -- sh -c "sleep 2 & echo \$! > '$T/bg.pid'"
+record bg -r 1e-3 -o "$T/bg.ctf" -- sh -c "sleep 120 & echo \$! > '$T/bg.pid'"
 expect "background child: exit status" 0 "$rc"
 bg=$(cat "$T/bg.pid")
 ok "background child survives, untraced and not stopped" \

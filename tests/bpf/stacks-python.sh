@@ -3,7 +3,8 @@
 # (tests/workloads/stk_script.py): with --unwind=dwarf and auto, backtraces reach main's caller
 # and _start, name CPython's own functions, and give file:line for libc's frames (libc6-dbg).
 # python3's main() tail-calls Py_BytesMain, so Py_BytesMain is the frame above
-# __libc_start_call_main. The frame-pointer walk gets none of it.
+# __libc_start_call_main. The frame-pointer walk gets none of it. With --preload, the same
+# script's allocations are estimated alike.
 . "$(dirname "$0")/stacks.lib"
 
 PY=/usr/bin/python3
@@ -40,6 +41,20 @@ check "$T/py-dwarf.ctf" fileline __libc_start_call_main 'libc_start_call_main\.h
 check "$T/py-dwarf.ctf" fileline __libc_start_main_impl 'libc-start\.c$'
 # CPython's allocation entry points, named from python3's .dynsym
 check "$T/py-dwarf.ctf" names PyMem_Malloc
+
+# --preload: libmemprof-preload samples python3 in-process. Its trace passes the strict reader
+# and estimates what the uprobe-mode run estimated (the same script allocates the same bytes;
+# both estimates carry their standard errors).
+record py-preload --preload -r 1e-3 -- $PY "$SCRIPT"
+ok "preload: exit status 0" [ "$rc" -eq 0 ]
+ok "preload: sampled in-process" summary py-preload 'p["mode"] == "preload" and p["blocks"] > 0'
+"$MP_BUILD/tests/bpf/trace_check" strict "$T/py-preload.ctf"
+ok "preload: allocated bytes agree with uprobe mode within 4.65 SE" /usr/bin/python3 -c '
+import json, sys
+a, b = (json.load(open(f))["processes"][0] for f in sys.argv[1:3])
+d, se = abs(a["allocated_bytes"] - b["allocated_bytes"]), (a["allocated_bytes_se"] ** 2 + b["allocated_bytes_se"] ** 2) ** 0.5
+print("    preload %.0f +/- %.0f, uprobe %.0f +/- %.0f: z = %.2f" % (a["allocated_bytes"], a["allocated_bytes_se"], b["allocated_bytes"], b["allocated_bytes_se"], d / se))
+sys.exit(d > 4.65 * se)' "$T/py-preload.json" "$T/py-dwarf.json"
 
 record py-fp --unwind=fp -r 1e-3 -- $PY "$SCRIPT"
 n=$(check "$T/py-fp.ctf" count Py_BytesMain _PyEval_EvalFrameDefault)

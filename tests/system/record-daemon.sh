@@ -37,6 +37,9 @@ sites() {	# sites NAME: trace_check's per-site verdicts as PASS/FAIL lines
 rec sites2 -r 1e-2 -o "$T/sites2.ctf" -- "$WL/wl_alloc" sites 1
 check "sites at 1e-2: exit status 0" [ "$rc" = 0 ]
 check "sites at 1e-2: recorded through memprofd" via_daemon sites2
+check "the summary names memprofd's kernel mechanisms" \
+	grep -q "^memprofctl record: kernel mechanisms: .*exit: tp_btf/sched_process_exit(.*) (memprofd's)$" \
+	"$T/sites2.err"
 sites sites2
 check "sites at 1e-2: no ring-buffer drop" \
 	eval "'$CHECK' info '$T/sites2.ctf' | grep -q 'ringbuf=0 '"

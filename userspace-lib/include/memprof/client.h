@@ -199,6 +199,9 @@ struct memprof_client_daemon {
 	size_t nstats;			/* BPF and engine counters (Stats) */
 	char **stat_names;
 	uint64_t *stat_values;
+	/* Added: the kernel mechanisms memprofd's probes use (Mechanisms: link kind, sessions or
+	 * entry+return probes, exit tracepoint variant); NULL from a memprofd without it. */
+	char *mechanisms;
 };
 
 int memprof_client__daemon(struct memprof_client *c, struct memprof_client_daemon **ret);
