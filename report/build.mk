@@ -2,10 +2,11 @@
 # text/JSON, SVG flame graph, pprof export). Linked into memprofctl.
 REPORT_SRCS	:= $(wildcard report/*.c)
 REPORT_OBJS	:= $(REPORT_SRCS:%.c=$(B)/%.o) $(B)/report/profile.pb-c.o
-REPORT_LIBS	:= $(call pkglibs,json-c) $(call pkglibs,libprotobuf-c) $(call pkglibs,zlib)
+REPORT_LIBS	:= $(call pkglibs,json-c) $(call pkglibs,libprotobuf-c) $(call pkglibs,zlib) \
+		   $(call pkglibs,libdw) $(call pkglibs,libelf)
 
 EXTRA_CFLAGS_report := $(call pkgcflags,json-c) $(call pkgcflags,libprotobuf-c) \
-		       $(call pkgcflags,zlib)
+		       $(call pkgcflags,zlib) $(call pkgcflags,libdw)
 
 CTL_EXTRA_OBJS	+= $(REPORT_OBJS)
 CTL_EXTRA_LIBS	+= $(REPORT_LIBS)

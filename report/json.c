@@ -34,6 +34,9 @@ static struct json_object *traces_obj(const struct rp_model *m)
 		json_object_object_add(o, "word_size", json_object_new_int((int)t->word_size));
 		json_object_object_add(o, "start_time_us",
 				       json_object_new_int64((int64_t)t->start_us));
+		json_object_object_add(o, "axis_offset_s",
+				       json_object_new_double((double)(t->start_us - m->t0_us) /
+							      1e6));
 		json_object_object_add(o, "duration_s",
 				       json_object_new_double((double)t->end_us / 1e6));
 		json_object_object_add(o, "window_start_s",
@@ -151,6 +154,9 @@ int rp_print_json(const struct rp_model *m, FILE *f)
 		return -ENOMEM;
 	}
 	json_object_object_add(root, "traces", traces_obj(m));
+	json_object_object_add(root, "time_origin_us", json_object_new_int64((int64_t)m->t0_us));
+	json_object_object_add(root, "duplicate_traces",
+			       json_object_new_int64((int64_t)m->nduplicates));
 	json_object_object_add(root, "by", json_object_new_string(rp_by_name(m->opts.by)));
 	json_object_object_add(root, "live", json_object_new_boolean(m->opts.live));
 	json_object_object_add(root, "tail_fraction", json_object_new_double(m->opts.tail));

@@ -95,17 +95,21 @@ static void sites_free(struct rp_model *m)
 	m->stack_vals = NULL;
 }
 
+static void trace_free(struct rp_trace *t)
+{
+	free(t->path);
+	free(t->executable);
+	free(t->host);
+	free(t->context);
+}
+
 void rp_model__free(struct rp_model *m)
 {
 	if (!m)
 		return;
 	sites_free(m);
-	for (size_t i = 0; i < m->ntraces; i++) {
-		free(m->traces[i].path);
-		free(m->traces[i].executable);
-		free(m->traces[i].host);
-		free(m->traces[i].context);
-	}
+	for (size_t i = 0; i < m->ntraces; i++)
+		trace_free(&m->traces[i]);
 	free(m->traces);
 	for (size_t i = 0; i < m->nframes; i++) {
 		free(m->frames[i].func);
@@ -509,6 +513,8 @@ static int load_events(struct loader *l, char *err, size_t errlen)
 			ret = rp_u64map__put(l->ids, ev.id, (uint32_t)m->nblocks);
 			if (ret)
 				return ret;
+			t->digest = rp_hash_mix(rp_hash_mix(rp_hash_mix(rp_hash_mix(t->digest,
+				ev.time_us), ev.length), ev.nsamples), (uint64_t)st);
 			m->nblocks++;
 			t->nblocks++;
 			t->sum_nsamples += ev.nsamples;
@@ -521,6 +527,8 @@ static int load_events(struct loader *l, char *err, size_t errlen)
 				break;
 			}
 			m->blocks[bi].t_free = ev.time_us;
+			t->digest = rp_hash_mix(rp_hash_mix(t->digest, ev.time_us),
+						 bi - t->first_block);
 			t->collects++;
 			break;
 		case MEMPROF_EV_PROMOTE:
@@ -546,6 +554,18 @@ static void loader_warn(void *ctx, uint64_t offset, const char *msg)
 	/* Shown where it happens: a skipped packet changes the numbers of this report. */
 	fprintf(stderr, "memprofctl report: warning: '%s' at offset %llu: %s\n", l->t->path,
 		(unsigned long long)offset, msg);
+}
+
+/* An earlier trace with the same pid, host, start time and events as @t, or NULL. */
+static const struct rp_trace *same_trace(const struct rp_model *m, const struct rp_trace *t)
+{
+	for (const struct rp_trace *o = m->traces; o < t; o++)
+		if (o->pid == t->pid && o->start_us == t->start_us && o->end_us == t->end_us &&
+		    o->nblocks == t->nblocks && o->collects == t->collects &&
+		    o->digest == t->digest && o->rate == t->rate && !strcmp(o->host, t->host) &&
+		    !strcmp(o->executable, t->executable))
+			return o;
+	return NULL;
 }
 
 static char *dup_or_empty(const char *s)
@@ -613,6 +633,20 @@ int rp_model__load(struct rp_model *m, const char *path, char *err, size_t errle
 	}
 	ret = load_events(&l, err, errlen);
 	t->warnings = memprof_reader__warnings(l.r);
+	if (!ret) {
+		const struct rp_trace *o = same_trace(m, t);
+
+		if (o) {
+			/* Its frames and stacks stay interned: without blocks they weigh nothing. */
+			fprintf(stderr, "memprofctl report: warning: '%s' is the same trace as '%s' "
+				"(pid %llu, same start time and events): counted once\n", t->path,
+				o->path, (unsigned long long)t->pid);
+			m->nblocks = t->first_block;
+			trace_free(t);
+			m->ntraces--;
+			m->nduplicates++;
+		}
+	}
 out:
 	if (ret == -ENOMEM && !err[0])
 		snprintf(err, errlen, "out of memory");
@@ -785,29 +819,49 @@ static void est_add(struct rp_est *e, double est, double var)
 	e->var += var;
 }
 
-/* Windows per trace: [since, min(until, end)], young after the last @tail of it. */
+/* A time on the report's axis (µs from t0_us) as µs from @t's start, clamped at 0. */
+static uint64_t axis_to_trace(const struct rp_model *m, const struct rp_trace *t, uint64_t v)
+{
+	uint64_t abs = m->t0_us + v;
+
+	return abs > t->start_us ? abs - t->start_us : 0;
+}
+
+/*
+ * Windows per trace: [since, min(until, end)], young after the last @tail of it. --since and
+ * --until are on one axis for all traces, from the earliest trace's start.
+ */
 static void set_windows(struct rp_model *m)
 {
+	m->t0_us = UINT64_MAX;
+	for (size_t i = 0; i < m->ntraces; i++)
+		if (m->traces[i].start_us < m->t0_us)
+			m->t0_us = m->traces[i].start_us;
+	m->same_window = true;
 	for (size_t i = 0; i < m->ntraces; i++) {
 		struct rp_trace *t = &m->traces[i];
+		uint64_t since = m->opts.has_since ? axis_to_trace(m, t, m->opts.since_us) : 0;
 
 		/* The window opens at the first allocation: a trace often starts (attach,
 		 * exec) well before the program allocates, and the leak tail is a fraction of
 		 * the time the program actually ran. */
-		t->win_start = m->opts.has_since ? m->opts.since_us : 0;
+		t->win_start = since;
 		if (t->nblocks && t->first_alloc_us > t->win_start)
 			t->win_start = t->first_alloc_us;
 		t->win_end = t->end_us;
-		if (m->opts.has_since && m->opts.since_us >= t->end_us)
+		if (m->opts.has_since && since >= t->end_us)
 			fprintf(stderr, "memprofctl report: warning: '%s' ends at %.3f s, before "
 				"--since: nothing of it is in the window\n", t->path,
-				(double)t->end_us / 1e6);
-		if (m->opts.has_until && m->opts.until_us < t->win_end)
-			t->win_end = m->opts.until_us;
+				(double)(t->start_us - m->t0_us + t->end_us) / 1e6);
+		if (m->opts.has_until && axis_to_trace(m, t, m->opts.until_us) < t->win_end)
+			t->win_end = axis_to_trace(m, t, m->opts.until_us);
 		if (t->win_end < t->win_start)
 			t->win_end = t->win_start;
 		t->young_after = t->win_end -
 				 (uint64_t)(m->opts.tail * (double)(t->win_end - t->win_start));
+		if (t->start_us + t->win_start != m->traces[0].start_us + m->traces[0].win_start ||
+		    t->start_us + t->win_end != m->traces[0].start_us + m->traces[0].win_end)
+			m->same_window = false;
 	}
 }
 
@@ -867,7 +921,7 @@ static int build_timeline(struct rp_model *m)
 	for (size_t i = 0; i < m->nblocks; i++) {
 		const struct rp_block *b = &m->blocks[i];
 		const struct rp_trace *t = &m->traces[b->trace];
-		uint64_t a, e;
+		uint64_t a;
 		size_t ka, ke;
 		double est, var;
 
@@ -876,14 +930,12 @@ static int build_timeline(struct rp_model *m)
 		/* Live at p: alloc <= p < free, and p within the trace's window. */
 		a = t->start_us + b->t_alloc;
 		ka = lower_bound(pts, k, a);
-		e = t->start_us + t->win_end;
-		ke = lower_bound(pts, k, e + 1);	/* points <= window end */
-		if (b->t_free != RP_NO_FREE) {
-			size_t kf = lower_bound(pts, k, t->start_us + b->t_free);
-
-			if (kf < ke)
-				ke = kf;
-		}
+		/* A block live at its trace's window end stays counted to the last point,
+		 * so that point is "live at end" (a trace that ended earlier keeps what it
+		 * had live then); a block freed in the window counts until its free. */
+		ke = k;
+		if (b->t_free != RP_NO_FREE && b->t_free <= t->win_end)
+			ke = lower_bound(pts, k, t->start_us + b->t_free);
 		if (ka >= ke)
 			continue;
 		est = (double)b->nsamples / t->rate * t->word_bytes;
@@ -900,10 +952,12 @@ static int build_timeline(struct rp_model *m)
 		for (size_t i = 0; i < k; i++) {
 			ce += d_est[i];
 			cv += d_var[i];
-			m->timeline[i].t_s = (double)(pts[i] - t0) / 1e6;
+			m->timeline[i].t_s = (double)(pts[i] - m->t0_us) / 1e6;
 			m->timeline[i].live_bytes.est = ce < 0 ? 0 : ce;
 			m->timeline[i].live_bytes.var = cv < 0 ? 0 : cv;
 		}
+		/* The same blocks as total_live_bytes: equal up to rounding, made exact. */
+		m->timeline[k - 1].live_bytes = m->total_live_bytes;
 	}
 	m->npoints = k;
 	free(pts);

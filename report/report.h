@@ -89,6 +89,7 @@ struct rp_trace {
 	size_t nblocks;
 	uint64_t collects, promotes, unmatched_collects, warnings;
 	uint64_t sum_nsamples, sum_length;
+	uint64_t digest;	/* a hash of every event (time, kind, size, samples, stack) */
 	/* The analysis window of this trace, µs since start (from the first allocation or
 	 * --since, to the last event or --until), and the leak-tail cutoff. */
 	uint64_t win_start, win_end, young_after;
@@ -115,7 +116,7 @@ struct rp_stackval {
 };
 
 struct rp_point {
-	double t_s;			/* seconds since the earliest window start */
+	double t_s;			/* seconds since the time axis' origin (rp_model.t0_us) */
 	struct rp_est live_bytes;
 };
 
@@ -124,7 +125,7 @@ struct rp_options {
 	unsigned int top;
 	bool live;			/* rank, flame graph and pprof default by live bytes */
 	bool has_since, has_until;
-	uint64_t since_us, until_us;	/* from each trace's start */
+	uint64_t since_us, until_us;	/* from the earliest trace's start (rp_model.t0_us) */
 	double tail;			/* fraction of the window treated as young (leaks) */
 	unsigned int points;		/* live-heap timeline points */
 	bool progress;			/* print read progress on stderr */
@@ -145,6 +146,9 @@ struct rp_model {
 	struct rp_intern *frame_idx;	/* private lookup tables */
 	struct rp_intern *stack_idx;
 	struct rp_intern *site_idx;
+	size_t nduplicates;		/* traces given again and counted once */
+	uint64_t t0_us;			/* the time axis' origin: the earliest trace start (epoch) */
+	bool same_window;		/* every trace has the same window on that axis */
 
 	/* Results of rp_model__analyze(). */
 	struct rp_site *sites;
@@ -166,7 +170,9 @@ void rp_model__free(struct rp_model *m);	/* NULL-safe */
 
 /*
  * Read one trace into the model. Returns 0 or -errno; on failure @err (of @errlen bytes)
- * says why (the reader's message for a malformed trace: offset and rule).
+ * says why (the reader's message for a malformed trace: offset and rule). A trace equal to
+ * one already loaded (same pid, start time and events) is counted once: it is dropped with a
+ * warning on stderr and m->nduplicates counts it.
  */
 int rp_model__load(struct rp_model *m, const char *path, char *err, size_t errlen);
 
@@ -186,6 +192,8 @@ static inline double rp_se(const struct rp_est *e)
 /* Outputs. Each returns 0 or -errno and writes its file atomically (temp + rename). */
 int rp_print_text(const struct rp_model *m, FILE *f);
 int rp_print_json(const struct rp_model *m, FILE *f);
+/* The text report's closing notes: objects without symbols and how to get them, CPython. */
+void rp_print_notes(const struct rp_model *m, FILE *f);
 int rp_write_flamegraph(const struct rp_model *m, const char *path);
 int rp_write_pprof(const struct rp_model *m, const char *path);
 

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "report/report.h"
 
@@ -60,13 +61,20 @@ static void print_traces(const struct rp_model *m, FILE *f)
 	fprintf(f, "Traces: %zu (%llu sampled blocks, %llu samples, %llu frees)\n", m->ntraces,
 		(unsigned long long)blocks, (unsigned long long)samples,
 		(unsigned long long)frees);
+	if (m->nduplicates)
+		fprintf(f, "  (%zu trace%s given twice, counted once)\n", m->nduplicates,
+			m->nduplicates == 1 ? "" : "s");
 	for (size_t i = 0; i < m->ntraces; i++) {
 		const struct rp_trace *t = &m->traces[i];
+		double off = (double)(t->start_us - m->t0_us) / 1e6;
 
-		fprintf(f, "  %s: '%s' pid %llu%s%s, format v%u, rate %g, %u-bit words, %.3f s",
-			base_name(t->path), t->executable, (unsigned long long)t->pid,
-			t->host[0] ? " on " : "", t->host, t->version, t->rate, t->word_size,
-			(double)t->end_us / 1e6);
+		fprintf(f, "  %s: '%s' pid %llu%s%s, format v%u, rate %g, %u-bit words, "
+			"%.3f .. %.3f s", base_name(t->path), t->executable,
+			(unsigned long long)t->pid, t->host[0] ? " on " : "", t->host, t->version,
+			t->rate, t->word_size, off, off + (double)t->end_us / 1e6);
+		if (!m->same_window)
+			fprintf(f, ", window %.3f .. %.3f s", off + (double)t->win_start / 1e6,
+				off + (double)t->win_end / 1e6);
 		if (t->warnings)
 			fprintf(f, ", %llu warnings", (unsigned long long)t->warnings);
 		if (t->unmatched_collects)
@@ -76,11 +84,22 @@ static void print_traces(const struct rp_model *m, FILE *f)
 	}
 	if (m->ntraces) {
 		const struct rp_trace *t = &m->traces[0];
+		double off = (double)(t->start_us - m->t0_us) / 1e6;
+		time_t secs = (time_t)(m->t0_us / 1000000);
+		char when[32] = "?";
+		struct tm tm;
 
-		fprintf(f, "Window: %.3f s .. %.3f s from each trace's start%s; sites by %s; "
-			"estimates ± 1 standard error\n",
-			(double)t->win_start / 1e6, (double)t->win_end / 1e6,
-			m->ntraces > 1 ? " (first trace shown)" : "", rp_by_name(m->opts.by));
+		if (gmtime_r(&secs, &tm))
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
+		fprintf(f, "Times: seconds from %s (the %strace's start)\n", when,
+			m->ntraces > 1 ? "earliest " : "");
+		if (m->same_window)
+			fprintf(f, "Window: %.3f s .. %.3f s", off + (double)t->win_start / 1e6,
+				off + (double)t->win_end / 1e6);
+		else
+			fprintf(f, "Window: per trace (above)");
+		fprintf(f, "; sites by %s; estimates ± 1 standard error\n",
+			rp_by_name(m->opts.by));
 	}
 }
 
@@ -96,26 +115,67 @@ static void print_total(FILE *f, const char *what, const struct rp_est *e, bool 
 		fprintf(f, "  %-13s %12.0f ± %.0f\n", what, e->est, rp_se(e));
 }
 
-static void print_sites(const struct rp_model *m, FILE *f, const uint32_t *order,
-			const char *title)
+/* The four estimates of a site, in the order of enum col. */
+enum col { COL_BYTES, COL_BLOCKS, COL_LIVE_BYTES, COL_LIVE_BLOCKS };
+
+static const struct rp_est *site_col(const struct rp_site *s, enum col c)
+{
+	switch (c) {
+	case COL_BYTES:
+		return &s->bytes;
+	case COL_BLOCKS:
+		return &s->blocks;
+	case COL_LIVE_BYTES:
+		return &s->live_bytes;
+	case COL_LIVE_BLOCKS:
+		return &s->live_blocks;
+	}
+	return &s->bytes;
+}
+
+static const char *const col_names[] = { "bytes", "allocations", "live bytes", "live blocks" };
+
+static void print_col(FILE *f, enum col c, double v)
+{
+	char b[32];
+
+	if (c == COL_BYTES || c == COL_LIVE_BYTES)
+		fprintf(f, " %11s", rp_fmt_bytes(v, b, sizeof(b)));
+	else
+		fprintf(f, " %11.0f", v);
+}
+
+/*
+ * A ranking: the value it is ranked by first, with its SE and its share of the total, then
+ * the two other estimates a reader compares it with.
+ */
+static void print_sites(const struct rp_model *m, FILE *f, const uint32_t *order, bool by_blocks)
 {
 	size_t n = m->nsites < m->opts.top ? m->nsites : m->opts.top;
-	double total = m->opts.live ? m->total_live_bytes.est : m->total_bytes.est;
+	enum col key = by_blocks ? (m->opts.live ? COL_LIVE_BLOCKS : COL_BLOCKS) :
+				   (m->opts.live ? COL_LIVE_BYTES : COL_BYTES);
+	enum col other1 = by_blocks ? (m->opts.live ? COL_LIVE_BYTES : COL_BYTES) :
+				      (m->opts.live ? COL_LIVE_BLOCKS : COL_BLOCKS);
+	enum col other2 = m->opts.live ? (by_blocks ? COL_BLOCKS : COL_BYTES) : COL_LIVE_BYTES;
+	const struct rp_est totals[] = { m->total_bytes, m->total_blocks, m->total_live_bytes,
+					 m->total_live_blocks };
+	double total = totals[key].est;
 
-	fprintf(f, "\nTop %zu site%s by %s%s (by %s)\n", n, n == 1 ? "" : "s",
-		m->opts.live ? "live " : "", title, rp_by_name(m->opts.by));
-	fprintf(f, "  %3s %11s %11s %6s %12s %10s %11s  %s\n", "#", "bytes", "± SE", "%",
-		"allocations", "± SE", "live bytes", "site");
+	fprintf(f, "\nTop %zu site%s by estimated %s (by %s)\n", n, n == 1 ? "" : "s",
+		col_names[key], rp_by_name(m->opts.by));
+	fprintf(f, "  %3s %11s %11s %6s %11s %11s  %s\n", "#", col_names[key], "± SE", "%",
+		col_names[other1], col_names[other2], "site");
 	for (size_t i = 0; i < n; i++) {
 		const struct rp_site *s = &m->sites[order[i]];
-		double v = m->opts.live ? s->live_bytes.est : s->bytes.est;
-		char b1[32], b2[32], b3[32];
+		const struct rp_est *v = site_col(s, key);
 
-		fprintf(f, "  %3zu %11s %11s %5.1f%% %12.0f %10.0f %11s  ", i + 1,
-			rp_fmt_bytes(s->bytes.est, b1, sizeof(b1)),
-			rp_fmt_bytes(rp_se(&s->bytes), b2, sizeof(b2)),
-			total > 0 ? 100.0 * v / total : 0.0, s->blocks.est, rp_se(&s->blocks),
-			rp_fmt_bytes(s->live_bytes.est, b3, sizeof(b3)));
+		fprintf(f, "  %3zu", i + 1);
+		print_col(f, key, v->est);
+		print_col(f, key, rp_se(v));
+		fprintf(f, " %5.1f%%", total > 0 ? 100.0 * v->est / total : 0.0);
+		print_col(f, other1, site_col(s, other1)->est);
+		print_col(f, other2, site_col(s, other2)->est);
+		fputs("  ", f);
 		print_site(m, s, f);
 		fputc('\n', f);
 	}
@@ -165,7 +225,7 @@ static void print_timeline(const struct rp_model *m, FILE *f)
 	for (size_t i = 0; i < m->npoints; i++)
 		if (m->timeline[i].live_bytes.est > peak)
 			peak = m->timeline[i].live_bytes.est;
-	fprintf(f, "\nLive heap over time (seconds from the earliest window start)\n");
+	fprintf(f, "\nLive heap over time (the last point is live at end)\n");
 	fprintf(f, "  %10s %11s %11s\n", "t (s)", "live bytes", "± SE");
 	for (size_t i = 0; i < m->npoints; i++) {
 		const struct rp_point *p = &m->timeline[i];
@@ -190,10 +250,11 @@ int rp_print_text(const struct rp_model *m, FILE *f)
 	print_total(f, "allocations", &m->total_blocks, false);
 	print_total(f, "live at end", &m->total_live_bytes, true);
 	print_total(f, "live blocks", &m->total_live_blocks, false);
-	print_sites(m, f, m->by_bytes, "estimated bytes");
-	print_sites(m, f, m->by_blocks, "estimated allocations");
+	print_sites(m, f, m->by_bytes, false);
+	print_sites(m, f, m->by_blocks, true);
 	print_leaks(m, f);
 	print_timeline(m, f);
+	rp_print_notes(m, f);
 	if (fflush(f) || ferror(f))
 		return errno ? -errno : -EIO;	/* the failed write's errno (ENOSPC, EPIPE) */
 	return 0;

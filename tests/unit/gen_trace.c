@@ -3,8 +3,12 @@
  * gen_trace: simulate Gc.Memprof sampling of a known allocation program and write the trace
  * with libmemprof's writer, plus the exact truth as JSON, for the report tests.
  *
- *   gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v VERSION] OUT.ctf TRUTH.json
+ *   gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v VERSION] [-p PID] [-t START_OFFSET_US]
+ *             [-o OBJECT] [-e EXE] OUT.ctf TRUTH.json
  *
+ * -p, -e and -t change the pid, the executable and move the start time (for several traces
+ * on one time axis);
+ * -o makes the last site a frame without symbols in OBJECT ("OBJECT+0x1a2b").
  * The program makes STEPS allocations, one every 10 µs, each from a site drawn by weight.
  * Every word of every block (w = ceil(size/8) + 1 words, header included) is a sample point
  * with probability RATE: a Bernoulli process over the allocation stream, simulated exactly
@@ -201,7 +205,9 @@ int main(int argc, char **argv)
 	FILE *tf;
 	int c, err;
 
-	while ((c = getopt(argc, argv, "s:r:n:v:")) != -1) {
+	static char obj_func[256], obj_file[256];
+
+	while ((c = getopt(argc, argv, "s:r:n:v:p:t:o:e:")) != -1) {
 		switch (c) {
 		case 's':
 			seed = strtoull(optarg, NULL, 0);
@@ -215,13 +221,28 @@ int main(int argc, char **argv)
 		case 'v':
 			wo.version = (uint16_t)atoi(optarg);
 			break;
+		case 'p':
+			info.pid = strtoull(optarg, NULL, 0);
+			break;
+		case 'e':
+			info.executable_name = optarg;
+			break;
+		case 't':
+			start_us += strtoull(optarg, NULL, 0);
+			break;
+		case 'o':
+			snprintf(obj_func, sizeof(obj_func), "%s+0x1a2b", optarg);
+			snprintf(obj_file, sizeof(obj_file), "%s", optarg);
+			sites[NSITES - 1].func = obj_func;
+			sites[NSITES - 1].file = obj_file;
+			break;
 		default:
 			return 2;
 		}
 	}
 	if (argc - optind != 2 || !(rate > 0 && rate <= 1) || !steps) {
-		fprintf(stderr, "usage: gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v 2|3] "
-			"OUT.ctf TRUTH.json\n");
+		fprintf(stderr, "usage: gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v 2|3] [-p PID] "
+			"[-t START_OFFSET_US] [-o OBJECT] [-e EXE] OUT.ctf TRUTH.json\n");
 		return 2;
 	}
 	mp_xoshiro256_seed(rng_s, seed);
