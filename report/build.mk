@@ -49,3 +49,13 @@ $(B)/tests/unit/test_report: $(B)/tests/unit/test_report.o $(REPORT_OBJS) $(B)/l
 		$(call pkglibs,libzstd) -lm
 
 UNIT_TESTS	+= $(B)/tests/unit/test_report
+
+# bpf tier: a C++ workload whose allocations all go through the standard library
+# (tests/bpf/report-cxx.sh).
+$(B)/tests/workloads/wl_vector: tests/workloads/wl_vector.cc
+	$(call msg,CXX,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CXX) -std=gnu++17 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -Wall -Wextra -Werror \
+		-o $@ $<
+
+BPF_TESTS	+= $(B)/tests/workloads/wl_vector

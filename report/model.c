@@ -90,6 +90,9 @@ static void sites_free(struct rp_model *m)
 	free(m->suspects);
 	free(m->timeline);
 	free(m->stack_vals);
+	free(m->stack_view);
+	m->stack_view = NULL;
+	m->nstack_view = 0;
 	m->by_bytes = m->by_blocks = m->suspects = NULL;
 	m->timeline = NULL;
 	m->stack_vals = NULL;
@@ -146,6 +149,38 @@ static const char *const allocator_prefixes[] = {
 	"mi_zalloc", "mi_new", "mi_heap_malloc", "mi_posix_memalign", "mi_aligned_alloc",
 	"tcmalloc::", "__libc_",
 };
+
+/*
+ * Standard-library allocation wrappers, innermost between the user's code and operator new
+ * (std::__new_allocator<int>::allocate, std::allocator_traits<...>::allocate,
+ * std::_Vector_base<...>::_M_allocate, and the container member that called them,
+ * std::vector<int>::_M_default_append): every frame of namespace std or __gnu_cxx, with or
+ * without a return type printed before it, and every frame of a libstdc++ header.
+ */
+static bool is_std_frame(const char *func, const char *file)
+{
+	const char *name = func;
+
+	if (strstr(file, "/include/c++/"))
+		return true;
+	/* "void std::vector<int>::_M_realloc_insert<int>(...)": skip the return type's words */
+	for (int i = 0; i < 3; i++) {
+		size_t n = strcspn(name, " <(");
+
+		if (name[n] != ' ' || memmem(name, n, "::", 2))
+			break;
+		name += n + 1;
+	}
+	return !strncmp(name, "std::", 5) || !strncmp(name, "__gnu_cxx::", 11) ||
+	       strstr(name, "::_M_allocate") || strstr(name, "::_M_create(");
+}
+
+/* Frames of our preload library (libmemprof-preload.so) and its sources. */
+static bool is_preload_frame(const char *file, const char *object)
+{
+	return !strncmp(object, "libmemprof-preload", 18) ||
+	       strstr(file, "userspace-lib/preload/") || !strncmp(file, "libmemprof-preload", 18);
+}
 
 static bool is_allocator(const char *func)
 {
@@ -282,7 +317,8 @@ static int64_t frame_intern(struct rp_model *m, const char *func, const char *fi
 	f->object = object;
 	f->line = line;
 	f->code = k.code;
-	f->allocator = k.func[0] && is_allocator(k.func);
+	f->allocator = (k.func[0] && (is_allocator(k.func) || is_std_frame(k.func, k.file))) ||
+		       is_preload_frame(k.file, object);
 	if (!f->func || !f->file) {
 		free(f->func);
 		free(f->file);
@@ -354,7 +390,7 @@ static int64_t stack_intern(struct rp_model *m, const uint32_t *frames, uint32_t
 	memcpy(&m->stack_frames[s->off], frames, len * sizeof(uint32_t));
 	m->nstack_frames += len;
 	s->eff_len = len;
-	while (s->eff_len > 1 && m->frames[frames[s->eff_len - 1]].allocator)
+	while (!m->opts.no_trim && s->eff_len > 1 && m->frames[frames[s->eff_len - 1]].allocator)
 		s->eff_len--;
 	err = rp_intern__add(m->stack_idx, h, (uint32_t)m->nstacks);
 	if (err)
@@ -966,6 +1002,82 @@ static int build_timeline(struct rp_model *m)
 	return 0;
 }
 
+/* Does frame @fi's function, file or object match @re? */
+static bool frame_matches(const struct rp_model *m, uint32_t fi, const regex_t *re)
+{
+	const struct rp_frame *f = &m->frames[fi];
+	char buf[32];
+
+	return !regexec(re, rp_frame__name(m, fi, buf, sizeof(buf)), 0, NULL, 0) ||
+	       (f->file[0] && !regexec(re, f->file, 0, NULL, 0)) ||
+	       !regexec(re, f->object, 0, NULL, 0);
+}
+
+/*
+ * The stack @si becomes under the filters (pprof's order and rules: focus and ignore look at
+ * the whole stack, hide removes frames, then show_from cuts above the outermost match), into
+ * *@out, or -1 when they drop it. Returns 0 or -errno.
+ */
+static int filter_stack(struct rp_model *m, uint32_t si, uint32_t **tmp, size_t *cap,
+			int64_t *out)
+{
+	const struct rp_options *o = &m->opts;
+	const struct rp_stack st = m->stacks[si];	/* interning may move m->stacks */
+	bool focused = !o->focus;
+	uint32_t n = 0, from = 0;
+	int64_t r;
+
+	*out = -1;
+	if (grow((void **)tmp, cap, st.len ? st.len : 1, sizeof(**tmp)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < st.len; i++) {
+		uint32_t fi = m->stack_frames[st.off + i];
+
+		if (o->ignore && frame_matches(m, fi, o->ignore))
+			return 0;
+		if (o->focus && !focused && frame_matches(m, fi, o->focus))
+			focused = true;
+		if (o->hide && frame_matches(m, fi, o->hide))
+			continue;
+		(*tmp)[n++] = fi;
+	}
+	if (!focused || !n)
+		return 0;
+	if (o->show_from) {
+		while (from < n && !frame_matches(m, (*tmp)[from], o->show_from))
+			from++;
+		if (from == n)
+			return 0;
+	}
+	r = stack_intern(m, *tmp + from, n - from);
+	if (r < 0)
+		return (int)r;
+	*out = r;
+	return 0;
+}
+
+static int build_views(struct rp_model *m)
+{
+	const struct rp_options *o = &m->opts;
+	bool any = o->focus || o->ignore || o->hide || o->show_from;
+	size_t n0 = m->nstacks;
+	uint32_t *tmp = NULL;
+	size_t cap = 0;
+	int err = 0;
+
+	m->stack_view = malloc((n0 ? n0 : 1) * sizeof(*m->stack_view));
+	if (!m->stack_view)
+		return -ENOMEM;
+	m->nstack_view = n0;
+	for (size_t i = 0; i < n0 && !err; i++) {
+		m->stack_view[i] = (int64_t)i;
+		if (any)
+			err = filter_stack(m, (uint32_t)i, &tmp, &cap, &m->stack_view[i]);
+	}
+	free(tmp);
+	return err;
+}
+
 int rp_model__analyze(struct rp_model *m)
 {
 	int64_t *stack_site;
@@ -974,6 +1086,11 @@ int rp_model__analyze(struct rp_model *m)
 	sites_free(m);
 	rp_intern__free(m->site_idx);
 	m->site_idx = rp_intern__new();
+	m->filtered_out = 0;
+	err = build_views(m);
+	if (err)
+		return err;
+	err = -ENOMEM;
 	m->stack_vals = calloc(m->nstacks ? m->nstacks : 1, sizeof(*m->stack_vals));
 	stack_site = malloc((m->nstacks ? m->nstacks : 1) * sizeof(*stack_site));
 	if (!m->site_idx || !m->stack_vals || !stack_site)
@@ -996,21 +1113,26 @@ int rp_model__analyze(struct rp_model *m)
 		double p = lam >= 1 ? 1 : -expm1(w * log1p(-lam));
 		double eb = n / lam * wb, vb = (1 - lam) * n / (lam * lam) * wb * wb;
 		double ec = 1 / p, vc = (1 - p) / (p * p);
+		int64_t vi = m->stack_view[b->stack];
 		struct rp_stackval *sv;
 		struct rp_site *s;
 		bool live;
 
 		if (b->t_alloc < t->win_start || b->t_alloc > t->win_end)
 			continue;
-		if (stack_site[b->stack] < 0) {
-			stack_site[b->stack] = site_intern(m, b->stack);
-			if (stack_site[b->stack] < 0) {
-				err = (int)stack_site[b->stack];
+		if (vi < 0) {
+			m->filtered_out++;
+			continue;
+		}
+		if (stack_site[vi] < 0) {
+			stack_site[vi] = site_intern(m, (uint32_t)vi);
+			if (stack_site[vi] < 0) {
+				err = (int)stack_site[vi];
 				goto out;
 			}
-			m->stacks[b->stack].site = (uint32_t)stack_site[b->stack];
+			m->stacks[vi].site = (uint32_t)stack_site[vi];
 		}
-		s = &m->sites[stack_site[b->stack]];
+		s = &m->sites[stack_site[vi]];
 		live = b->t_free == RP_NO_FREE || b->t_free > t->win_end;
 		est_add(&s->bytes, eb, vb);
 		est_add(&s->blocks, ec, vc);
@@ -1020,7 +1142,7 @@ int rp_model__analyze(struct rp_model *m)
 		s->samples += b->nsamples;
 		m->total_sampled++;
 		m->total_samples += b->nsamples;
-		sv = &m->stack_vals[b->stack];
+		sv = &m->stack_vals[vi];
 		sv->bytes += eb;
 		sv->blocks += ec;
 		if (live) {

@@ -20,6 +20,7 @@
 #define MEMPROF_REPORT_H
 
 #include <math.h>
+#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,13 +54,15 @@ struct rp_frame {
 	char *object;		/* object basename, or the executable's when the file is a source */
 	uint32_t line;
 	uint64_t code;		/* the location code (for frames without a location) */
-	bool allocator;		/* malloc, operator new, ...: skipped at the innermost end */
+	bool allocator;		/* malloc, operator new, std:: allocation wrappers, the preload
+				 * library: skipped at the innermost end unless --no-trim */
 };
 
 struct rp_stack {
 	uint32_t off;		/* into model.stack_frames */
 	uint32_t len;		/* frames, outermost first */
-	uint32_t eff_len;	/* without innermost allocator frames (at least 1 if len > 0) */
+	uint32_t eff_len;	/* without innermost allocator frames (at least 1 if len > 0),
+				 * all of them with --no-trim */
 	uint32_t site;		/* filled by rp_model__analyze */
 };
 
@@ -129,6 +132,12 @@ struct rp_options {
 	double tail;			/* fraction of the window treated as young (leaks) */
 	unsigned int points;		/* live-heap timeline points */
 	bool progress;			/* print read progress on stderr */
+	bool no_trim;			/* name sites by the innermost frame, allocator or not */
+	/* pprof's filters on frames (function, file or object; POSIX extended regex owned by
+	 * the caller, NULL when unset): keep stacks with a frame matching focus, drop those with
+	 * one matching ignore, remove frames matching hide, cut each stack above (outside) its
+	 * outermost frame matching show_from and drop stacks without one. */
+	const regex_t *focus, *ignore, *hide, *show_from;
 };
 
 struct rp_model {
@@ -163,6 +172,9 @@ struct rp_model {
 	size_t npoints;
 	double span_s;			/* timeline span */
 	struct rp_stackval *stack_vals;	/* per stack, over the window */
+	int64_t *stack_view;		/* loaded stack -> the stack after the filters, or -1 */
+	size_t nstack_view;
+	uint64_t filtered_out;		/* sampled blocks in the window the filters dropped */
 };
 
 struct rp_model *rp_model__new(const struct rp_options *opts);

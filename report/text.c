@@ -15,17 +15,20 @@ static const char *base_name(const char *path)
 	return s ? s + 1 : path;
 }
 
+#define TEXT_WIDTH 100
+
 /*
- * A site's name for a table. Whole stacks are shortened for reading: runs of one frame
- * (recursion) print once with a count, and at most 12 distinct entries are shown. The JSON
- * output keeps the full key.
+ * A site's name for a table, starting at column @col. Whole stacks are shortened for reading:
+ * runs of one frame (recursion) print once with a count, at most 12 distinct entries are
+ * shown, and the line is folded before TEXT_WIDTH columns, continuing indented under the
+ * table. The JSON output keeps the full key.
  */
-static void print_site(const struct rp_model *m, const struct rp_site *s, FILE *f)
+static void print_site(const struct rp_model *m, const struct rp_site *s, FILE *f, int col)
 {
 	const struct rp_stack *st = &m->stacks[s->stack];
 	const uint32_t *fr = &m->stack_frames[st->off];
 	unsigned int shown = 0;
-	char buf[32];
+	char buf[32], item[96];
 
 	if (m->opts.by != RP_BY_STACK) {
 		fputs(s->key, f);
@@ -33,19 +36,37 @@ static void print_site(const struct rp_model *m, const struct rp_site *s, FILE *
 	}
 	for (uint32_t i = st->eff_len; i-- > 0;) {
 		uint32_t run = 1;
+		const char *name = item;
+		int len;
 
 		while (i > 0 && fr[i - 1] == fr[i]) {
 			run++;
 			i--;
 		}
 		if (shown == 12) {
-			fprintf(f, " <- ... (%u more frames)", i + run);
-			break;
+			len = snprintf(item, sizeof(item), "... (%u more frames)", i + run);
+		} else {
+			name = rp_frame__name(m, fr[i], buf, sizeof(buf));
+			if (run > 1) {
+				len = snprintf(item, sizeof(item), "%s (x%u)", name, run);
+				if (len >= (int)sizeof(item))
+					len = (int)sizeof(item) - 1;
+				name = item;
+			} else {
+				len = (int)strlen(name);	/* a long C++ name: whole */
+			}
 		}
-		fprintf(f, "%s%s", shown ? " <- " : "", rp_frame__name(m, fr[i], buf, sizeof(buf)));
-		if (run > 1)
-			fprintf(f, " (x%u)", run);
-		shown++;
+		if (shown && col + 4 + len > TEXT_WIDTH) {
+			fputs(" <-\n        ", f);
+			col = 8;
+		} else if (shown) {
+			fputs(" <- ", f);
+			col += 4;
+		}
+		fputs(name, f);
+		col += len;
+		if (shown++ == 12)
+			break;
 	}
 }
 
@@ -176,7 +197,7 @@ static void print_sites(const struct rp_model *m, FILE *f, const uint32_t *order
 		print_col(f, other1, site_col(s, other1)->est);
 		print_col(f, other2, site_col(s, other2)->est);
 		fputs("  ", f);
-		print_site(m, s, f);
+		print_site(m, s, f, 64);
 		fputc('\n', f);
 	}
 	if (!n)
@@ -211,7 +232,7 @@ static void print_leaks(const struct rp_model *m, FILE *f)
 			rp_fmt_bytes(rp_se(&s->live_bytes), b2, sizeof(b2)), s->live_blocks.est,
 			ratio, s->sampled ? 100.0 * (double)s->sampled_freed / (double)s->sampled : 0,
 			life, age);
-		print_site(m, s, f);
+		print_site(m, s, f, 117);
 		fputc('\n', f);
 	}
 }
