@@ -15,6 +15,7 @@ static void report_usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: memprofctl report [OPTIONS] TRACE...\n"
+		"       memprofctl report [OPTIONS] --base OLD [--base OLD...] TRACE...\n"
 		"\n"
 		"Estimate allocated and live bytes per allocation site from memtrace traces;\n"
 		"several traces are merged on one time axis (a trace given twice counts once).\n"
@@ -36,6 +37,8 @@ static void report_usage(FILE *f)
 		"      --show-from RE       cut stacks above their outermost frame matching RE\n"
 		"      --no-trim            name sites by their innermost frame, even an\n"
 		"                           allocator's or a standard-library wrapper's\n"
+		"      --base OLD           report the difference TRACE... minus OLD (a trace;\n"
+		"                           repeat it for a set of traces)\n"
 		"  -j, --json               print one JSON document\n"
 		"  -f, --flamegraph FILE    write an interactive SVG flame graph (-: to stdout,\n"
 		"                           instead of the report)\n"
@@ -80,7 +83,7 @@ static int parse_tail(const char *s, double *out)
 int cmd_report(int argc, char **argv)
 {
 	enum { OPT_SINCE = 256, OPT_UNTIL, OPT_TAIL, OPT_POINTS, OPT_FOCUS, OPT_IGNORE, OPT_HIDE,
-	       OPT_SHOW_FROM, OPT_NO_TRIM };
+	       OPT_SHOW_FROM, OPT_NO_TRIM, OPT_BASE };
 	static const struct option opts[] = {
 		{ "top", required_argument, NULL, 'n' },
 		{ "by", required_argument, NULL, 'b' },
@@ -94,6 +97,7 @@ int cmd_report(int argc, char **argv)
 		{ "hide", required_argument, NULL, OPT_HIDE },
 		{ "show-from", required_argument, NULL, OPT_SHOW_FROM },
 		{ "no-trim", no_argument, NULL, OPT_NO_TRIM },
+		{ "base", required_argument, NULL, OPT_BASE },
 		{ "json", no_argument, NULL, 'j' },
 		{ "flamegraph", required_argument, NULL, 'f' },
 		{ "pprof", required_argument, NULL, 'p' },
@@ -110,6 +114,8 @@ int cmd_report(int argc, char **argv)
 	bool have_re[4] = { false };
 	const regex_t **re_opts[4] = { &o.focus, &o.ignore, &o.hide, &o.show_from };
 	struct rp_model *m = NULL;
+	char **bases = NULL;
+	int nbases = 0;
 	char err[512];
 	int c, ret, rc = 2;
 
@@ -182,6 +188,18 @@ int cmd_report(int argc, char **argv)
 		case OPT_NO_TRIM:
 			o.no_trim = true;
 			break;
+		case OPT_BASE: {
+			char **nb = realloc(bases, (size_t)(nbases + 1) * sizeof(*bases));
+
+			if (!nb) {
+				fprintf(stderr, "memprofctl report: out of memory\n");
+				rc = 1;
+				goto out;
+			}
+			bases = nb;
+			bases[nbases++] = optarg;
+			break;
+		}
 		case OPT_POINTS:
 			if (parse_uint(optarg, RP_MAX_POINTS, &o.points) || !o.points) {
 				fprintf(stderr, "memprofctl report: invalid --points '%s' (1..%u)\n",
@@ -233,6 +251,15 @@ int cmd_report(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
+	for (int i = 0; i < nbases; i++) {
+		err[0] = '\0';
+		ret = rp_model__load_base(m, bases[i], err, sizeof(err));
+		if (ret < 0) {
+			fprintf(stderr, "memprofctl report: Failed to read the base '%s': %s\n",
+				bases[i], err[0] ? err : strerror(-ret));
+			goto fail;
+		}
+	}
 	for (int i = optind; i < argc; i++) {
 		err[0] = '\0';
 		ret = rp_model__load(m, argv[i], err, sizeof(err));
@@ -280,6 +307,7 @@ fail:
 	rc = 1;
 out:
 	rp_model__free(m);
+	free(bases);
 	for (int k = 0; k < 4; k++)
 		if (have_re[k])
 			regfree(&res[k]);

@@ -34,9 +34,10 @@ static struct json_object *traces_obj(const struct rp_model *m)
 		json_object_object_add(o, "word_size", json_object_new_int((int)t->word_size));
 		json_object_object_add(o, "start_time_us",
 				       json_object_new_int64((int64_t)t->start_us));
+		json_object_object_add(o, "base", json_object_new_boolean(t->base));
 		json_object_object_add(o, "axis_offset_s",
-				       json_object_new_double((double)(t->start_us - m->t0_us) /
-							      1e6));
+				       json_object_new_double((double)(t->start_us -
+						(t->base ? m->base_t0_us : m->t0_us)) / 1e6));
 		json_object_object_add(o, "duration_s",
 				       json_object_new_double((double)t->end_us / 1e6));
 		json_object_object_add(o, "window_start_s",
@@ -143,6 +144,58 @@ static struct json_object *timeline_arr(const struct rp_model *m)
 	return a;
 }
 
+/* {"base": {estimate, se}, "new": ..., "change": ...} */
+static struct json_object *change_obj(const struct rp_est *cur, const struct rp_est *base)
+{
+	struct json_object *o = json_object_new_object();
+	struct rp_est d = rp_est_diff(cur, base);
+
+	json_object_object_add(o, "base", est_obj(base));
+	json_object_object_add(o, "new", est_obj(cur));
+	json_object_object_add(o, "change", est_obj(&d));
+	return o;
+}
+
+static struct json_object *changes_arr(const struct rp_model *m, const uint32_t *order)
+{
+	struct json_object *a = json_object_new_array();
+	size_t n = m->nsites < m->opts.top ? m->nsites : m->opts.top;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rp_site *s = &m->sites[order[i]];
+		struct json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "rank", json_object_new_int64((int64_t)i + 1));
+		json_object_object_add(o, "site", json_object_new_string(s->key));
+		json_object_object_add(o, "bytes", change_obj(&s->bytes, &s->base_bytes));
+		json_object_object_add(o, "allocations", change_obj(&s->blocks, &s->base_blocks));
+		json_object_object_add(o, "live_bytes",
+				       change_obj(&s->live_bytes, &s->base_live_bytes));
+		json_object_object_add(o, "live_allocations",
+				       change_obj(&s->live_blocks, &s->base_live_blocks));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+static struct json_object *diff_obj(const struct rp_model *m)
+{
+	struct json_object *o = json_object_new_object(), *tot = json_object_new_object();
+
+	json_object_object_add(tot, "bytes", change_obj(&m->total_bytes, &m->base_total_bytes));
+	json_object_object_add(tot, "allocations",
+			       change_obj(&m->total_blocks, &m->base_total_blocks));
+	json_object_object_add(tot, "live_bytes",
+			       change_obj(&m->total_live_bytes, &m->base_total_live_bytes));
+	json_object_object_add(tot, "live_allocations",
+			       change_obj(&m->total_live_blocks, &m->base_total_live_blocks));
+	json_object_object_add(o, "totals", tot);
+	json_object_object_add(o, "sites_by_change_bytes", changes_arr(m, m->by_change_bytes));
+	json_object_object_add(o, "sites_by_change_live_bytes",
+			       changes_arr(m, m->by_change_live));
+	return o;
+}
+
 int rp_print_json(const struct rp_model *m, FILE *f)
 {
 	struct json_object *root = json_object_new_object(), *tot = json_object_new_object();
@@ -175,6 +228,7 @@ int rp_print_json(const struct rp_model *m, FILE *f)
 	json_object_object_add(root, "sites_by_allocations", sites_arr(m, m->by_blocks));
 	json_object_object_add(root, "leak_suspects", suspects_arr(m));
 	json_object_object_add(root, "live_heap", timeline_arr(m));
+	json_object_object_add(root, "diff", m->has_base ? diff_obj(m) : NULL);
 	errno = 0;
 	if (fprintf(f, "%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
 						JSON_C_TO_STRING_NOSLASHESCAPE)) < 0 ||

@@ -91,6 +91,9 @@ static void sites_free(struct rp_model *m)
 	free(m->timeline);
 	free(m->stack_vals);
 	free(m->stack_view);
+	free(m->by_change_bytes);
+	free(m->by_change_live);
+	m->by_change_bytes = m->by_change_live = NULL;
 	m->stack_view = NULL;
 	m->nstack_view = 0;
 	m->by_bytes = m->by_blocks = m->suspects = NULL;
@@ -596,7 +599,7 @@ static void loader_warn(void *ctx, uint64_t offset, const char *msg)
 static const struct rp_trace *same_trace(const struct rp_model *m, const struct rp_trace *t)
 {
 	for (const struct rp_trace *o = m->traces; o < t; o++)
-		if (o->pid == t->pid && o->start_us == t->start_us && o->end_us == t->end_us &&
+		if (o->base == t->base && o->pid == t->pid && o->start_us == t->start_us && o->end_us == t->end_us &&
 		    o->nblocks == t->nblocks && o->collects == t->collects &&
 		    o->digest == t->digest && o->rate == t->rate && !strcmp(o->host, t->host) &&
 		    !strcmp(o->executable, t->executable))
@@ -609,7 +612,8 @@ static char *dup_or_empty(const char *s)
 	return strdup(s ? s : "");
 }
 
-int rp_model__load(struct rp_model *m, const char *path, char *err, size_t errlen)
+static int load_trace(struct rp_model *m, const char *path, bool base, char *err,
+		      size_t errlen)
 {
 	struct memprof_reader_opts ropts = { .sz = sizeof(ropts), .strict = 1 };
 	const struct memprof_trace_info *info;
@@ -628,6 +632,7 @@ int rp_model__load(struct rp_model *m, const char *path, char *err, size_t errle
 	t->path = strdup(path);
 	if (!t->path)
 		return -ENOMEM;
+	t->base = base;
 	m->ntraces++;
 	t->first_block = m->nblocks;
 	l.t = t;
@@ -692,6 +697,20 @@ out:
 	free(l.code_ranges);
 	free(l.code_frames);
 	free(l.tmp);
+	return ret;
+}
+
+int rp_model__load(struct rp_model *m, const char *path, char *err, size_t errlen)
+{
+	return load_trace(m, path, false, err, errlen);
+}
+
+int rp_model__load_base(struct rp_model *m, const char *path, char *err, size_t errlen)
+{
+	int ret = load_trace(m, path, true, err, errlen);
+
+	if (!ret)
+		m->has_base = true;
 	return ret;
 }
 
@@ -849,6 +868,36 @@ static int cmp_suspects(const void *a, const void *b, void *ctx)
 	return strcmp(x->key, y->key);
 }
 
+/* By the size of the change, growth first between equal sizes, then by name. */
+static int cmp_change(double dx, double dy, const char *kx, const char *ky)
+{
+	if (fabs(dx) != fabs(dy))
+		return fabs(dx) > fabs(dy) ? -1 : 1;
+	if (dx != dy)
+		return dx > dy ? -1 : 1;
+	return strcmp(kx, ky);
+}
+
+static int cmp_change_bytes(const void *a, const void *b, void *ctx)
+{
+	const struct rp_model *sm = ctx;
+	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
+	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
+
+	return cmp_change(x->bytes.est - x->base_bytes.est, y->bytes.est - y->base_bytes.est,
+			  x->key, y->key);
+}
+
+static int cmp_change_live(const void *a, const void *b, void *ctx)
+{
+	const struct rp_model *sm = ctx;
+	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
+	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
+
+	return cmp_change(x->live_bytes.est - x->base_live_bytes.est,
+			  y->live_bytes.est - y->base_live_bytes.est, x->key, y->key);
+}
+
 static void est_add(struct rp_est *e, double est, double var)
 {
 	e->est += est;
@@ -858,7 +907,7 @@ static void est_add(struct rp_est *e, double est, double var)
 /* A time on the report's axis (µs from t0_us) as µs from @t's start, clamped at 0. */
 static uint64_t axis_to_trace(const struct rp_model *m, const struct rp_trace *t, uint64_t v)
 {
-	uint64_t abs = m->t0_us + v;
+	uint64_t abs = (t->base ? m->base_t0_us : m->t0_us) + v;
 
 	return abs > t->start_us ? abs - t->start_us : 0;
 }
@@ -869,13 +918,21 @@ static uint64_t axis_to_trace(const struct rp_model *m, const struct rp_trace *t
  */
 static void set_windows(struct rp_model *m)
 {
-	m->t0_us = UINT64_MAX;
-	for (size_t i = 0; i < m->ntraces; i++)
-		if (m->traces[i].start_us < m->t0_us)
-			m->t0_us = m->traces[i].start_us;
+	const struct rp_trace *first = NULL;
+
+	m->t0_us = m->base_t0_us = UINT64_MAX;
+	for (size_t i = 0; i < m->ntraces; i++) {
+		uint64_t *t0 = m->traces[i].base ? &m->base_t0_us : &m->t0_us;
+
+		if (m->traces[i].start_us < *t0)
+			*t0 = m->traces[i].start_us;
+	}
+	if (m->t0_us == UINT64_MAX)
+		m->t0_us = m->base_t0_us;
 	m->same_window = true;
 	for (size_t i = 0; i < m->ntraces; i++) {
 		struct rp_trace *t = &m->traces[i];
+		uint64_t t0 = t->base ? m->base_t0_us : m->t0_us;
 		uint64_t since = m->opts.has_since ? axis_to_trace(m, t, m->opts.since_us) : 0;
 
 		/* The window opens at the first allocation: a trace often starts (attach,
@@ -888,15 +945,19 @@ static void set_windows(struct rp_model *m)
 		if (m->opts.has_since && since >= t->end_us)
 			fprintf(stderr, "memprofctl report: warning: '%s' ends at %.3f s, before "
 				"--since: nothing of it is in the window\n", t->path,
-				(double)(t->start_us - m->t0_us + t->end_us) / 1e6);
+				(double)(t->start_us - t0 + t->end_us) / 1e6);
 		if (m->opts.has_until && axis_to_trace(m, t, m->opts.until_us) < t->win_end)
 			t->win_end = axis_to_trace(m, t, m->opts.until_us);
 		if (t->win_end < t->win_start)
 			t->win_end = t->win_start;
 		t->young_after = t->win_end -
 				 (uint64_t)(m->opts.tail * (double)(t->win_end - t->win_start));
-		if (t->start_us + t->win_start != m->traces[0].start_us + m->traces[0].win_start ||
-		    t->start_us + t->win_end != m->traces[0].start_us + m->traces[0].win_end)
+		if (t->base)
+			continue;
+		if (!first)
+			first = t;
+		if (t->start_us + t->win_start != first->start_us + first->win_start ||
+		    t->start_us + t->win_end != first->start_us + first->win_end)
 			m->same_window = false;
 	}
 }
@@ -924,12 +985,14 @@ bool rp_model__span(const struct rp_model *m, uint64_t *t0, uint64_t *t1)
 	for (size_t i = 0; i < m->ntraces; i++) {
 		const struct rp_trace *t = &m->traces[i];
 
+		if (t->base)
+			continue;
 		if (t->start_us + t->win_start < *t0)
 			*t0 = t->start_us + t->win_start;
 		if (t->start_us + t->win_end > *t1)
 			*t1 = t->start_us + t->win_end;
 	}
-	return m->ntraces && *t1 >= *t0;
+	return *t0 != UINT64_MAX && *t1 >= *t0;
 }
 
 static int build_timeline(struct rp_model *m)
@@ -1102,6 +1165,10 @@ int rp_model__analyze(struct rp_model *m)
 	memset(&m->total_live_bytes, 0, sizeof(m->total_live_bytes));
 	memset(&m->total_live_blocks, 0, sizeof(m->total_live_blocks));
 	m->total_sampled = m->total_samples = m->total_sampled_live = 0;
+	memset(&m->base_total_bytes, 0, sizeof(m->base_total_bytes));
+	memset(&m->base_total_blocks, 0, sizeof(m->base_total_blocks));
+	memset(&m->base_total_live_bytes, 0, sizeof(m->base_total_live_bytes));
+	memset(&m->base_total_live_blocks, 0, sizeof(m->base_total_live_blocks));
 	set_windows(m);
 
 	for (size_t i = 0; i < m->nblocks; i++) {
@@ -1134,6 +1201,26 @@ int rp_model__analyze(struct rp_model *m)
 		}
 		s = &m->sites[stack_site[vi]];
 		live = b->t_free == RP_NO_FREE || b->t_free > t->win_end;
+		sv = &m->stack_vals[vi];
+		if (t->base) {
+			est_add(&s->base_bytes, eb, vb);
+			est_add(&s->base_blocks, ec, vc);
+			est_add(&m->base_total_bytes, eb, vb);
+			est_add(&m->base_total_blocks, ec, vc);
+			sv->base_bytes += eb;
+			sv->base_blocks += ec;
+			sv->base_bytes_var += vb;
+			if (live) {
+				est_add(&s->base_live_bytes, eb, vb);
+				est_add(&s->base_live_blocks, ec, vc);
+				est_add(&m->base_total_live_bytes, eb, vb);
+				est_add(&m->base_total_live_blocks, ec, vc);
+				sv->base_live_bytes += eb;
+				sv->base_live_blocks += ec;
+				sv->base_live_bytes_var += vb;
+			}
+			continue;
+		}
 		est_add(&s->bytes, eb, vb);
 		est_add(&s->blocks, ec, vc);
 		est_add(&m->total_bytes, eb, vb);
@@ -1142,9 +1229,9 @@ int rp_model__analyze(struct rp_model *m)
 		s->samples += b->nsamples;
 		m->total_sampled++;
 		m->total_samples += b->nsamples;
-		sv = &m->stack_vals[vi];
 		sv->bytes += eb;
 		sv->blocks += ec;
+		sv->bytes_var += vb;
 		if (live) {
 			est_add(&s->live_bytes, eb, vb);
 			est_add(&s->live_blocks, ec, vc);
@@ -1152,6 +1239,7 @@ int rp_model__analyze(struct rp_model *m)
 			est_add(&m->total_live_blocks, ec, vc);
 			sv->live_bytes += eb;
 			sv->live_blocks += ec;
+			sv->live_bytes_var += vb;
 			s->sampled_live++;
 			m->total_sampled_live++;
 			if (push_u64(&s->ages, &s->nages, &s->cap_ages, t->win_end - b->t_alloc))
@@ -1169,16 +1257,20 @@ int rp_model__analyze(struct rp_model *m)
 		}
 	}
 
+	m->by_change_bytes = malloc((m->nsites ? m->nsites : 1) * sizeof(uint32_t));
+	m->by_change_live = malloc((m->nsites ? m->nsites : 1) * sizeof(uint32_t));
 	m->by_bytes = malloc((m->nsites ? m->nsites : 1) * sizeof(*m->by_bytes));
 	m->by_blocks = malloc((m->nsites ? m->nsites : 1) * sizeof(*m->by_blocks));
 	m->suspects = malloc((m->nsites ? m->nsites : 1) * sizeof(*m->suspects));
-	if (!m->by_bytes || !m->by_blocks || !m->suspects)
+	if (!m->by_bytes || !m->by_blocks || !m->suspects || !m->by_change_bytes ||
+	    !m->by_change_live)
 		goto out;
 	m->nsuspects = 0;
 	for (size_t i = 0; i < m->nsites; i++) {
 		struct rp_site *s = &m->sites[i];
 
 		m->by_bytes[i] = m->by_blocks[i] = (uint32_t)i;
+		m->by_change_bytes[i] = m->by_change_live[i] = (uint32_t)i;
 		if (s->sampled_old_live)
 			m->suspects[m->nsuspects++] = (uint32_t)i;
 		if (s->nlifetimes)
@@ -1193,6 +1285,8 @@ int rp_model__analyze(struct rp_model *m)
 	qsort_r(m->by_bytes, m->nsites, sizeof(uint32_t), cmp_bytes, m);
 	qsort_r(m->by_blocks, m->nsites, sizeof(uint32_t), cmp_blocks, m);
 	qsort_r(m->suspects, m->nsuspects, sizeof(uint32_t), cmp_suspects, m);
+	qsort_r(m->by_change_bytes, m->nsites, sizeof(uint32_t), cmp_change_bytes, m);
+	qsort_r(m->by_change_live, m->nsites, sizeof(uint32_t), cmp_change_live, m);
 	err = build_timeline(m);
 out:
 	free(stack_site);

@@ -93,6 +93,7 @@ struct rp_trace {
 	uint64_t collects, promotes, unmatched_collects, warnings;
 	uint64_t sum_nsamples, sum_length;
 	uint64_t digest;	/* a hash of every event (time, kind, size, samples, stack) */
+	bool base;		/* a trace of the base (--base): subtracted, on its own axis */
 	/* The analysis window of this trace, µs since start (from the first allocation or
 	 * --since, to the last event or --until), and the leak-tail cutoff. */
 	uint64_t win_start, win_end, young_after;
@@ -105,6 +106,7 @@ struct rp_site {
 	struct rp_est bytes, blocks;		/* allocated in the window */
 	struct rp_est live_bytes, live_blocks;	/* still live at the window's end */
 	struct rp_est old_live_bytes, old_live_blocks;	/* live and not young */
+	struct rp_est base_bytes, base_blocks, base_live_bytes, base_live_blocks;	/* --base */
 	uint64_t sampled, samples, sampled_live, sampled_old_live, sampled_freed;
 	/* Lifetimes of freed sampled blocks and ages of live ones at the window end, in µs. */
 	uint64_t *lifetimes;
@@ -116,6 +118,10 @@ struct rp_site {
 
 struct rp_stackval {
 	double bytes, blocks, live_bytes, live_blocks;
+	double bytes_var, live_bytes_var;
+	/* the same over the base traces (--base) */
+	double base_bytes, base_blocks, base_live_bytes, base_live_blocks;
+	double base_bytes_var, base_live_bytes_var;
 };
 
 struct rp_point {
@@ -157,6 +163,8 @@ struct rp_model {
 	struct rp_intern *site_idx;
 	size_t nduplicates;		/* traces given again and counted once */
 	uint64_t t0_us;			/* the time axis' origin: the earliest trace start (epoch) */
+	uint64_t base_t0_us;		/* the same for the base traces */
+	bool has_base;			/* some traces are a base: the report is a difference */
 	bool same_window;		/* every trace has the same window on that axis */
 
 	/* Results of rp_model__analyze(). */
@@ -175,6 +183,11 @@ struct rp_model {
 	int64_t *stack_view;		/* loaded stack -> the stack after the filters, or -1 */
 	size_t nstack_view;
 	uint64_t filtered_out;		/* sampled blocks in the window the filters dropped */
+	/* --base: totals of the base traces, and sites ranked by |change| (new - base) of
+	 * allocated bytes and of live bytes. */
+	struct rp_est base_total_bytes, base_total_blocks, base_total_live_bytes,
+		base_total_live_blocks;
+	uint32_t *by_change_bytes, *by_change_live;
 };
 
 struct rp_model *rp_model__new(const struct rp_options *opts);
@@ -187,6 +200,14 @@ void rp_model__free(struct rp_model *m);	/* NULL-safe */
  * warning on stderr and m->nduplicates counts it.
  */
 int rp_model__load(struct rp_model *m, const char *path, char *err, size_t errlen);
+/* The same for a trace of the base of a difference (--base): its estimates are subtracted. */
+int rp_model__load_base(struct rp_model *m, const char *path, char *err, size_t errlen);
+
+/* new - base of two estimates: the variances add (independent samples). */
+static inline struct rp_est rp_est_diff(const struct rp_est *cur, const struct rp_est *base)
+{
+	return (struct rp_est){ cur->est - base->est, cur->var + base->var };
+}
 
 /* Aggregate the loaded blocks (window, sites, ranks, leaks, timeline). Returns 0 or -errno. */
 int rp_model__analyze(struct rp_model *m);

@@ -87,13 +87,13 @@ static void print_traces(const struct rp_model *m, FILE *f)
 			m->nduplicates == 1 ? "" : "s");
 	for (size_t i = 0; i < m->ntraces; i++) {
 		const struct rp_trace *t = &m->traces[i];
-		double off = (double)(t->start_us - m->t0_us) / 1e6;
+		double off = (double)(t->start_us - (t->base ? m->base_t0_us : m->t0_us)) / 1e6;
 
-		fprintf(f, "  %s: '%s' pid %llu%s%s, format v%u, rate %g, %u-bit words, "
-			"%.3f .. %.3f s", base_name(t->path), t->executable,
+		fprintf(f, "  %s%s: '%s' pid %llu%s%s, format v%u, rate %g, %u-bit words, "
+			"%.3f .. %.3f s", t->base ? "base " : "", base_name(t->path), t->executable,
 			(unsigned long long)t->pid, t->host[0] ? " on " : "", t->host, t->version,
 			t->rate, t->word_size, off, off + (double)t->end_us / 1e6);
-		if (!m->same_window)
+		if (!m->same_window || t->base)
 			fprintf(f, ", window %.3f .. %.3f s", off + (double)t->win_start / 1e6,
 				off + (double)t->win_end / 1e6);
 		if (t->warnings)
@@ -103,13 +103,18 @@ static void print_traces(const struct rp_model *m, FILE *f)
 				(unsigned long long)t->unmatched_collects);
 		fputc('\n', f);
 	}
+	if (m->has_base)
+		fprintf(f, "Base traces are on their own axis, from the earliest base trace's start\n");
 	if (m->ntraces) {
 		const struct rp_trace *t = &m->traces[0];
-		double off = (double)(t->start_us - m->t0_us) / 1e6;
+		double off;
 		time_t secs = (time_t)(m->t0_us / 1000000);
 		char when[32] = "?";
 		struct tm tm;
 
+		while (t->base && t + 1 < m->traces + m->ntraces)
+			t++;	/* the Window line describes the traces reported, not the base */
+		off = (double)(t->start_us - m->t0_us) / 1e6;
 		if (gmtime_r(&secs, &tm))
 			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", &tm);
 		fprintf(f, "Times: seconds from %s (the %strace's start)\n", when,
@@ -261,10 +266,81 @@ static void print_timeline(const struct rp_model *m, FILE *f)
 	}
 }
 
+/* Bytes with their sign: "+1.2 MiB", "-300 B". */
+static const char *signed_bytes(double v, char *buf, size_t len)
+{
+	char b[32];
+
+	snprintf(buf, len, "%s%s", v > 0 ? "+" : "", rp_fmt_bytes(v, b, sizeof(b)));
+	return buf;
+}
+
+static void print_change_total(FILE *f, const char *what, const struct rp_est *cur,
+			       const struct rp_est *base, bool bytes)
+{
+	struct rp_est d = rp_est_diff(cur, base);
+	char b1[32], b2[32], b3[32], b4[32];
+
+	if (bytes)
+		fprintf(f, "  %-13s %12s %12s %12s ± %-11s\n", what,
+			rp_fmt_bytes(base->est, b1, sizeof(b1)), rp_fmt_bytes(cur->est, b2, sizeof(b2)),
+			signed_bytes(d.est, b3, sizeof(b3)), rp_fmt_bytes(rp_se(&d), b4, sizeof(b4)));
+	else
+		fprintf(f, "  %-13s %12.0f %12.0f %+12.0f ± %-11.0f\n", what, base->est, cur->est,
+			d.est, rp_se(&d));
+}
+
+/* A ranking by the change of allocated (or live) bytes, with its SE and z = change / SE. */
+static void print_changes(const struct rp_model *m, FILE *f, bool live)
+{
+	const uint32_t *order = live ? m->by_change_live : m->by_change_bytes;
+	size_t n = m->nsites < m->opts.top ? m->nsites : m->opts.top;
+
+	fprintf(f, "\nTop %zu site%s by change in %s bytes (by %s)\n", n, n == 1 ? "" : "s",
+		live ? "live" : "allocated", rp_by_name(m->opts.by));
+	fprintf(f, "  %3s %12s %11s %7s %11s %11s  %s\n", "#", "change", "± SE", "z", "base",
+		"new", "site");
+	for (size_t i = 0; i < n; i++) {
+		const struct rp_site *s = &m->sites[order[i]];
+		const struct rp_est *cur = live ? &s->live_bytes : &s->bytes;
+		const struct rp_est *base = live ? &s->base_live_bytes : &s->base_bytes;
+		struct rp_est d = rp_est_diff(cur, base);
+		char b1[34], b2[32], b3[32], b4[32];
+
+		fprintf(f, "  %3zu %12s %11s %7.1f %11s %11s  ", i + 1,
+			signed_bytes(d.est, b1, sizeof(b1)),
+			rp_fmt_bytes(rp_se(&d), b2, sizeof(b2)), rp_se(&d) > 0 ? d.est / rp_se(&d) : 0,
+			rp_fmt_bytes(base->est, b3, sizeof(b3)), rp_fmt_bytes(cur->est, b4, sizeof(b4)));
+		print_site(m, s, f, 65);
+		fputc('\n', f);
+	}
+	if (!n)
+		fprintf(f, "  (no allocations in the windows)\n");
+}
+
+/* --base: the difference new - base, variances added. */
+static void print_diff(const struct rp_model *m, FILE *f)
+{
+	fprintf(f, "\nChange from the base (new - base; |z| > 2 is unlikely to be sampling noise)\n");
+	fprintf(f, "  %-13s %12s %12s %12s   %-11s\n", "", "base", "new", "change", "± SE");
+	print_change_total(f, "allocated", &m->total_bytes, &m->base_total_bytes, true);
+	print_change_total(f, "allocations", &m->total_blocks, &m->base_total_blocks, false);
+	print_change_total(f, "live at end", &m->total_live_bytes, &m->base_total_live_bytes, true);
+	print_change_total(f, "live blocks", &m->total_live_blocks, &m->base_total_live_blocks,
+			   false);
+	print_changes(m, f, false);
+	print_changes(m, f, true);
+}
+
 int rp_print_text(const struct rp_model *m, FILE *f)
 {
 	errno = 0;
 	print_traces(m, f);
+	if (m->has_base) {
+		print_diff(m, f);
+		rp_print_notes(m, f);
+		goto out;
+	}
 	fprintf(f, "\nTotals (%llu sampled blocks in the window, %llu still live)\n",
 		(unsigned long long)m->total_sampled, (unsigned long long)m->total_sampled_live);
 	print_total(f, "allocated", &m->total_bytes, true);
@@ -276,6 +352,7 @@ int rp_print_text(const struct rp_model *m, FILE *f)
 	print_leaks(m, f);
 	print_timeline(m, f);
 	rp_print_notes(m, f);
+out:
 	if (fflush(f) || ferror(f))
 		return errno ? -errno : -EIO;	/* the failed write's errno (ENOSPC, EPIPE) */
 	return 0;

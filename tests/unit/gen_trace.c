@@ -4,10 +4,11 @@
  * with libmemprof's writer, plus the exact truth as JSON, for the report tests.
  *
  *   gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v VERSION] [-p PID] [-t START_OFFSET_US]
- *             [-o OBJECT] [-e EXE] OUT.ctf TRUTH.json
+ *             [-o OBJECT] [-e EXE] [-W FUNC=WEIGHT]... OUT.ctf TRUTH.json
  *
  * -p, -e and -t change the pid, the executable and move the start time (for several traces
  * on one time axis);
+ * -W changes a site's weight (two runs that differ, for differences);
  * -o makes the last site a frame without symbols in OBJECT ("OBJECT+0x1a2b").
  * The program makes STEPS allocations, one every 10 µs, each from a site drawn by weight.
  * Every word of every block (w = ceil(size/8) + 1 words, header included) is a sample point
@@ -207,7 +208,7 @@ int main(int argc, char **argv)
 
 	static char obj_func[256], obj_file[256];
 
-	while ((c = getopt(argc, argv, "s:r:n:v:p:t:o:e:")) != -1) {
+	while ((c = getopt(argc, argv, "s:r:n:v:p:t:o:e:W:")) != -1) {
 		switch (c) {
 		case 's':
 			seed = strtoull(optarg, NULL, 0);
@@ -227,6 +228,21 @@ int main(int argc, char **argv)
 		case 'e':
 			info.executable_name = optarg;
 			break;
+		case 'W': {
+			const char *eq = strchr(optarg, '=');
+			size_t i;
+
+			for (i = 0; eq && i < NSITES; i++)
+				if (strlen(sites[i].func) == (size_t)(eq - optarg) &&
+				    !strncmp(sites[i].func, optarg, (size_t)(eq - optarg)))
+					break;
+			if (!eq || i == NSITES) {
+				fprintf(stderr, "gen_trace: no site in -W '%s'\n", optarg);
+				return 2;
+			}
+			sites[i].weight = strtod(eq + 1, NULL);
+			break;
+		}
 		case 't':
 			start_us += strtoull(optarg, NULL, 0);
 			break;
@@ -242,7 +258,7 @@ int main(int argc, char **argv)
 	}
 	if (argc - optind != 2 || !(rate > 0 && rate <= 1) || !steps) {
 		fprintf(stderr, "usage: gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v 2|3] [-p PID] "
-			"[-t START_OFFSET_US] [-o OBJECT] [-e EXE] OUT.ctf TRUTH.json\n");
+			"[-t START_OFFSET_US] [-o OBJECT] [-e EXE] [-W FUNC=WEIGHT] OUT.ctf TRUTH.json\n");
 		return 2;
 	}
 	mp_xoshiro256_seed(rng_s, seed);
