@@ -37,6 +37,8 @@ static void report_usage(FILE *f)
 		"      --show-from RE       cut stacks above their outermost frame matching RE\n"
 		"      --no-trim            name sites by their innermost frame, even an\n"
 		"                           allocator's or a standard-library wrapper's\n"
+		"      --temporary-threshold T  a block freed within T of its allocation is\n"
+		"                           temporary (default 1ms)\n"
 		"      --base OLD           report the difference TRACE... minus OLD (a trace;\n"
 		"                           repeat it for a set of traces)\n"
 		"  -j, --json               print one JSON document\n"
@@ -83,7 +85,7 @@ static int parse_tail(const char *s, double *out)
 int cmd_report(int argc, char **argv)
 {
 	enum { OPT_SINCE = 256, OPT_UNTIL, OPT_TAIL, OPT_POINTS, OPT_FOCUS, OPT_IGNORE, OPT_HIDE,
-	       OPT_SHOW_FROM, OPT_NO_TRIM, OPT_BASE };
+	       OPT_SHOW_FROM, OPT_NO_TRIM, OPT_BASE, OPT_TEMP };
 	static const struct option opts[] = {
 		{ "top", required_argument, NULL, 'n' },
 		{ "by", required_argument, NULL, 'b' },
@@ -98,6 +100,7 @@ int cmd_report(int argc, char **argv)
 		{ "show-from", required_argument, NULL, OPT_SHOW_FROM },
 		{ "no-trim", no_argument, NULL, OPT_NO_TRIM },
 		{ "base", required_argument, NULL, OPT_BASE },
+		{ "temporary-threshold", required_argument, NULL, OPT_TEMP },
 		{ "json", no_argument, NULL, 'j' },
 		{ "flamegraph", required_argument, NULL, 'f' },
 		{ "pprof", required_argument, NULL, 'p' },
@@ -105,7 +108,8 @@ int cmd_report(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
-	struct rp_options o = { .by = RP_BY_FUNCTION, .top = 20, .tail = 0.1, .points = 10 };
+	struct rp_options o = { .by = RP_BY_FUNCTION, .top = 20, .tail = 0.1, .points = 10,
+				.temp_us = RP_TEMP_US };
 	const char *flame = NULL, *pprof = NULL;
 	bool json = ctl.json, quiet = false, flame_out, pprof_out;
 	/* focus, ignore, hide, show-from: compiled once each, freed at the end */
@@ -185,6 +189,13 @@ int cmd_report(int argc, char **argv)
 			*re_opts[k] = &res[k];
 			break;
 		}
+		case OPT_TEMP:
+			if (rp_parse_duration(optarg, &o.temp_us) || !o.temp_us) {
+				fprintf(stderr, "memprofctl report: invalid --temporary-threshold "
+					"'%s' (more than 0, e.g. 1ms, 20us)\n", optarg);
+				goto out;
+			}
+			break;
 		case OPT_NO_TRIM:
 			o.no_trim = true;
 			break;

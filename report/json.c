@@ -64,6 +64,27 @@ static struct json_object *traces_obj(const struct rp_model *m)
 	return a;
 }
 
+/* The non-empty size classes: max_bytes (null for the last, open class), allocations, bytes. */
+static struct json_object *sizes_arr(const struct rp_est *blocks, const struct rp_est *bytes)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (unsigned int k = 0; k < RP_SIZE_CLASSES; k++) {
+		struct json_object *o;
+
+		if (!(blocks[k].est > 0))
+			continue;
+		o = json_object_new_object();
+		json_object_object_add(o, "max_bytes", k + 1 < RP_SIZE_CLASSES ?
+				       json_object_new_double(rp_size_class_max(k)) : NULL);
+		json_object_object_add(o, "allocations", est_obj(&blocks[k]));
+		if (bytes)
+			json_object_object_add(o, "bytes", est_obj(&bytes[k]));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
 static struct json_object *site_obj(const struct rp_model *m, const struct rp_site *s,
 				    size_t rank)
 {
@@ -86,6 +107,10 @@ static struct json_object *site_obj(const struct rp_model *m, const struct rp_si
 	json_object_object_add(o, "sampled_blocks", json_object_new_int64((int64_t)s->sampled));
 	json_object_object_add(o, "samples", json_object_new_int64((int64_t)s->samples));
 	json_object_object_add(o, "sampled_live", json_object_new_int64((int64_t)s->sampled_live));
+	json_object_object_add(o, "temporary_allocations", est_obj(&s->temp_blocks));
+	json_object_object_add(o, "temporary_bytes", est_obj(&s->temp_bytes));
+	json_object_object_add(o, "peak_live_bytes", est_obj(&s->peak_live_bytes));
+	json_object_object_add(o, "sizes", sizes_arr(s->size_blocks, NULL));
 	return o;
 }
 
@@ -97,6 +122,28 @@ static struct json_object *sites_arr(const struct rp_model *m, const uint32_t *o
 	for (size_t i = 0; i < n; i++)
 		json_object_array_add(a, site_obj(m, &m->sites[order[i]], i + 1));
 	return a;
+}
+
+static struct json_object *peak_obj(const struct rp_model *m)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "live_bytes", est_obj(&m->peak_live));
+	json_object_object_add(o, "t_s", json_object_new_double((double)m->peak_us / 1e6));
+	json_object_object_add(o, "sites", sites_arr(m, m->by_peak));
+	return o;
+}
+
+static struct json_object *temporary_obj(const struct rp_model *m)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "threshold_s",
+			       json_object_new_double((double)m->opts.temp_us / 1e6));
+	json_object_object_add(o, "allocations", est_obj(&m->total_temp_blocks));
+	json_object_object_add(o, "bytes", est_obj(&m->total_temp_bytes));
+	json_object_object_add(o, "sites", sites_arr(m, m->by_temp));
+	return o;
 }
 
 static struct json_object *suspects_arr(const struct rp_model *m)
@@ -228,6 +275,9 @@ int rp_print_json(const struct rp_model *m, FILE *f)
 	json_object_object_add(root, "sites_by_allocations", sites_arr(m, m->by_blocks));
 	json_object_object_add(root, "leak_suspects", suspects_arr(m));
 	json_object_object_add(root, "live_heap", timeline_arr(m));
+	json_object_object_add(root, "peak", peak_obj(m));
+	json_object_object_add(root, "temporary", temporary_obj(m));
+	json_object_object_add(root, "sizes", sizes_arr(m->size_blocks, m->size_bytes));
 	json_object_object_add(root, "diff", m->has_base ? diff_obj(m) : NULL);
 	errno = 0;
 	if (fprintf(f, "%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |

@@ -64,6 +64,8 @@ struct rp_model *rp_model__new(const struct rp_options *opts)
 		m->opts.points = 10;
 	if (m->opts.points > RP_MAX_POINTS)
 		m->opts.points = RP_MAX_POINTS;
+	if (!m->opts.temp_us)
+		m->opts.temp_us = RP_TEMP_US;
 	m->frame_idx = rp_intern__new();
 	m->stack_idx = rp_intern__new();
 	m->site_idx = rp_intern__new();
@@ -93,7 +95,9 @@ static void sites_free(struct rp_model *m)
 	free(m->stack_view);
 	free(m->by_change_bytes);
 	free(m->by_change_live);
-	m->by_change_bytes = m->by_change_live = NULL;
+	free(m->by_peak);
+	free(m->by_temp);
+	m->by_change_bytes = m->by_change_live = m->by_peak = m->by_temp = NULL;
 	m->stack_view = NULL;
 	m->nstack_view = 0;
 	m->by_bytes = m->by_blocks = m->suspects = NULL;
@@ -868,6 +872,46 @@ static int cmp_suspects(const void *a, const void *b, void *ctx)
 	return strcmp(x->key, y->key);
 }
 
+static int cmp_est_desc(const struct rp_est *x, const struct rp_est *y, const char *kx,
+			const char *ky)
+{
+	if (x->est != y->est)
+		return x->est > y->est ? -1 : 1;
+	return strcmp(kx, ky);
+}
+
+static int cmp_temp(const void *a, const void *b, void *ctx)
+{
+	const struct rp_model *sm = ctx;
+	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
+	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
+
+	return cmp_est_desc(&x->temp_blocks, &y->temp_blocks, x->key, y->key);
+}
+
+static int cmp_peak(const void *a, const void *b, void *ctx)
+{
+	const struct rp_model *sm = ctx;
+	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
+	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
+
+	return cmp_est_desc(&x->peak_live_bytes, &y->peak_live_bytes, x->key, y->key);
+}
+
+unsigned int rp_size_class(double bytes)
+{
+	unsigned int k = 0;
+
+	while (k + 1 < RP_SIZE_CLASSES && bytes > rp_size_class_max(k))
+		k++;
+	return k;
+}
+
+double rp_size_class_max(unsigned int k)
+{
+	return k + 1 < RP_SIZE_CLASSES ? ldexp(8, (int)k) : ldexp(8, (int)k - 1);
+}
+
 /* By the size of the change, growth first between equal sizes, then by name. */
 static int cmp_change(double dx, double dy, const char *kx, const char *ky)
 {
@@ -1141,6 +1185,94 @@ static int build_views(struct rp_model *m)
 	return err;
 }
 
+struct peak_ev {
+	uint64_t t;		/* µs on the axis */
+	uint32_t block;
+	bool alloc;
+};
+
+static int cmp_peak_ev(const void *a, const void *b)
+{
+	const struct peak_ev *x = a, *y = b;
+
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return x->alloc - y->alloc;	/* frees first at the same time */
+}
+
+/* The block's estimated bytes and variance (its trace's λ). */
+static void block_bytes(const struct rp_model *m, const struct rp_block *b, double *est,
+			double *var)
+{
+	const struct rp_trace *t = &m->traces[b->trace];
+	double n = (double)b->nsamples;
+
+	*est = n / t->rate * t->word_bytes;
+	*var = (1 - t->rate) * n / (t->rate * t->rate) * t->word_bytes * t->word_bytes;
+}
+
+/* Is block @b counted (in its window, not a base, kept by the filters)? */
+static bool block_counted(const struct rp_model *m, const struct rp_block *b)
+{
+	const struct rp_trace *t = &m->traces[b->trace];
+
+	return !t->base && b->t_alloc >= t->win_start && b->t_alloc <= t->win_end &&
+	       m->stack_view[b->stack] >= 0;
+}
+
+/*
+ * The peak of the estimated live heap: the live bytes just after each sampled allocation on
+ * the axis (blocks live at their trace's window end stay counted, as in the timeline), the
+ * largest of them, and each site's live bytes at that moment.
+ */
+static int build_peak(struct rp_model *m, const int64_t *stack_site)
+{
+	struct peak_ev *ev = malloc((2 * m->nblocks + 1) * sizeof(*ev));
+	double cur = 0, cur_var = 0;
+	size_t n = 0;
+
+	if (!ev)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->nblocks; i++) {
+		const struct rp_block *b = &m->blocks[i];
+		const struct rp_trace *t = &m->traces[b->trace];
+
+		if (!block_counted(m, b))
+			continue;
+		ev[n++] = (struct peak_ev){ t->start_us + b->t_alloc - m->t0_us, (uint32_t)i, true };
+		if (b->t_free != RP_NO_FREE && b->t_free <= t->win_end)
+			ev[n++] = (struct peak_ev){ t->start_us + b->t_free - m->t0_us, (uint32_t)i,
+						    false };
+	}
+	qsort(ev, n, sizeof(*ev), cmp_peak_ev);
+	for (size_t i = 0; i < n; i++) {
+		double e, v;
+
+		block_bytes(m, &m->blocks[ev[i].block], &e, &v);
+		cur += ev[i].alloc ? e : -e;
+		cur_var += ev[i].alloc ? v : -v;
+		if (ev[i].alloc && cur > m->peak_live.est) {
+			m->peak_live.est = cur;
+			m->peak_live.var = cur_var > 0 ? cur_var : 0;
+			m->peak_us = ev[i].t;
+		}
+	}
+	free(ev);
+	for (size_t i = 0; i < m->nblocks; i++) {
+		const struct rp_block *b = &m->blocks[i];
+		const struct rp_trace *t = &m->traces[b->trace];
+		double e, v;
+
+		if (!block_counted(m, b) || t->start_us + b->t_alloc - m->t0_us > m->peak_us ||
+		    (b->t_free != RP_NO_FREE && b->t_free <= t->win_end &&
+		     t->start_us + b->t_free - m->t0_us <= m->peak_us))
+			continue;
+		block_bytes(m, b, &e, &v);
+		est_add(&m->sites[stack_site[m->stack_view[b->stack]]].peak_live_bytes, e, v);
+	}
+	return 0;
+}
+
 int rp_model__analyze(struct rp_model *m)
 {
 	int64_t *stack_site;
@@ -1165,6 +1297,12 @@ int rp_model__analyze(struct rp_model *m)
 	memset(&m->total_live_bytes, 0, sizeof(m->total_live_bytes));
 	memset(&m->total_live_blocks, 0, sizeof(m->total_live_blocks));
 	m->total_sampled = m->total_samples = m->total_sampled_live = 0;
+	memset(&m->total_temp_bytes, 0, sizeof(m->total_temp_bytes));
+	memset(&m->total_temp_blocks, 0, sizeof(m->total_temp_blocks));
+	memset(m->size_blocks, 0, sizeof(m->size_blocks));
+	memset(m->size_bytes, 0, sizeof(m->size_bytes));
+	memset(&m->peak_live, 0, sizeof(m->peak_live));
+	m->peak_us = 0;
 	memset(&m->base_total_bytes, 0, sizeof(m->base_total_bytes));
 	memset(&m->base_total_blocks, 0, sizeof(m->base_total_blocks));
 	memset(&m->base_total_live_bytes, 0, sizeof(m->base_total_live_bytes));
@@ -1181,6 +1319,7 @@ int rp_model__analyze(struct rp_model *m)
 		double eb = n / lam * wb, vb = (1 - lam) * n / (lam * lam) * wb * wb;
 		double ec = 1 / p, vc = (1 - p) / (p * p);
 		int64_t vi = m->stack_view[b->stack];
+		unsigned int cls;
 		struct rp_stackval *sv;
 		struct rp_site *s;
 		bool live;
@@ -1223,6 +1362,16 @@ int rp_model__analyze(struct rp_model *m)
 		}
 		est_add(&s->bytes, eb, vb);
 		est_add(&s->blocks, ec, vc);
+		cls = rp_size_class((double)b->length * wb);
+		est_add(&s->size_blocks[cls], ec, vc);
+		est_add(&m->size_blocks[cls], ec, vc);
+		est_add(&m->size_bytes[cls], eb, vb);
+		if (!live && b->t_free - b->t_alloc <= m->opts.temp_us) {
+			est_add(&s->temp_bytes, eb, vb);
+			est_add(&s->temp_blocks, ec, vc);
+			est_add(&m->total_temp_bytes, eb, vb);
+			est_add(&m->total_temp_blocks, ec, vc);
+		}
 		est_add(&m->total_bytes, eb, vb);
 		est_add(&m->total_blocks, ec, vc);
 		s->sampled++;
@@ -1257,13 +1406,15 @@ int rp_model__analyze(struct rp_model *m)
 		}
 	}
 
+	m->by_peak = malloc((m->nsites ? m->nsites : 1) * sizeof(uint32_t));
+	m->by_temp = malloc((m->nsites ? m->nsites : 1) * sizeof(uint32_t));
 	m->by_change_bytes = malloc((m->nsites ? m->nsites : 1) * sizeof(uint32_t));
 	m->by_change_live = malloc((m->nsites ? m->nsites : 1) * sizeof(uint32_t));
 	m->by_bytes = malloc((m->nsites ? m->nsites : 1) * sizeof(*m->by_bytes));
 	m->by_blocks = malloc((m->nsites ? m->nsites : 1) * sizeof(*m->by_blocks));
 	m->suspects = malloc((m->nsites ? m->nsites : 1) * sizeof(*m->suspects));
 	if (!m->by_bytes || !m->by_blocks || !m->suspects || !m->by_change_bytes ||
-	    !m->by_change_live)
+	    !m->by_change_live || !m->by_peak || !m->by_temp)
 		goto out;
 	m->nsuspects = 0;
 	for (size_t i = 0; i < m->nsites; i++) {
@@ -1271,6 +1422,7 @@ int rp_model__analyze(struct rp_model *m)
 
 		m->by_bytes[i] = m->by_blocks[i] = (uint32_t)i;
 		m->by_change_bytes[i] = m->by_change_live[i] = (uint32_t)i;
+		m->by_peak[i] = m->by_temp[i] = (uint32_t)i;
 		if (s->sampled_old_live)
 			m->suspects[m->nsuspects++] = (uint32_t)i;
 		if (s->nlifetimes)
@@ -1287,7 +1439,12 @@ int rp_model__analyze(struct rp_model *m)
 	qsort_r(m->suspects, m->nsuspects, sizeof(uint32_t), cmp_suspects, m);
 	qsort_r(m->by_change_bytes, m->nsites, sizeof(uint32_t), cmp_change_bytes, m);
 	qsort_r(m->by_change_live, m->nsites, sizeof(uint32_t), cmp_change_live, m);
+	qsort_r(m->by_temp, m->nsites, sizeof(uint32_t), cmp_temp, m);
 	err = build_timeline(m);
+	if (!err)
+		err = build_peak(m, stack_site);
+	if (!err)
+		qsort_r(m->by_peak, m->nsites, sizeof(uint32_t), cmp_peak, m);
 out:
 	free(stack_site);
 	return err;

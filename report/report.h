@@ -34,6 +34,8 @@
 #define RP_MAX_TRACES	1024u
 #define RP_MAX_POINTS	1000u		/* live-heap timeline points */
 #define RP_NO_FREE	UINT64_MAX
+#define RP_SIZE_CLASSES	30u		/* block sizes: <= 8 B, <= 16 B, ..., <= 2 GiB, more */
+#define RP_TEMP_US	1000u		/* default --temporary-threshold: 1 ms */
 
 enum rp_by {
 	RP_BY_FUNCTION,
@@ -107,6 +109,9 @@ struct rp_site {
 	struct rp_est live_bytes, live_blocks;	/* still live at the window's end */
 	struct rp_est old_live_bytes, old_live_blocks;	/* live and not young */
 	struct rp_est base_bytes, base_blocks, base_live_bytes, base_live_blocks;	/* --base */
+	struct rp_est temp_bytes, temp_blocks;	/* freed within the temporary threshold */
+	struct rp_est peak_live_bytes;		/* live at the peak (rp_model.peak_us) */
+	struct rp_est size_blocks[RP_SIZE_CLASSES];	/* allocations per size class */
 	uint64_t sampled, samples, sampled_live, sampled_old_live, sampled_freed;
 	/* Lifetimes of freed sampled blocks and ages of live ones at the window end, in µs. */
 	uint64_t *lifetimes;
@@ -144,6 +149,7 @@ struct rp_options {
 	 * one matching ignore, remove frames matching hide, cut each stack above (outside) its
 	 * outermost frame matching show_from and drop stacks without one. */
 	const regex_t *focus, *ignore, *hide, *show_from;
+	uint64_t temp_us;		/* a block freed within this is temporary (0: default) */
 };
 
 struct rp_model {
@@ -188,6 +194,15 @@ struct rp_model {
 	struct rp_est base_total_bytes, base_total_blocks, base_total_live_bytes,
 		base_total_live_blocks;
 	uint32_t *by_change_bytes, *by_change_live;
+	/* The peak of the estimated live heap over the window: its value (with the SE at that
+	 * time), when (µs on the axis), and the sites ranked by their live bytes then. */
+	struct rp_est peak_live;
+	uint64_t peak_us;
+	uint32_t *by_peak;
+	/* Temporary allocations (freed within opts.temp_us), sites ranked by them. */
+	struct rp_est total_temp_bytes, total_temp_blocks;
+	uint32_t *by_temp;
+	struct rp_est size_blocks[RP_SIZE_CLASSES], size_bytes[RP_SIZE_CLASSES];
 };
 
 struct rp_model *rp_model__new(const struct rp_options *opts);
@@ -211,6 +226,11 @@ static inline struct rp_est rp_est_diff(const struct rp_est *cur, const struct r
 
 /* Aggregate the loaded blocks (window, sites, ranks, leaks, timeline). Returns 0 or -errno. */
 int rp_model__analyze(struct rp_model *m);
+
+/* The size class of a block of @bytes: 0 for <= 8 B, k for (8·2^(k-1), 8·2^k], the last open. */
+unsigned int rp_size_class(double bytes);
+/* The upper bound of size class @k in bytes (the last class: its lower bound). */
+double rp_size_class_max(unsigned int k);
 
 /* A frame's display name: function, else file, else the code in hex. */
 const char *rp_frame__name(const struct rp_model *m, uint32_t frame, char *buf, size_t len);

@@ -202,7 +202,7 @@ static void print_sites(const struct rp_model *m, FILE *f, const uint32_t *order
 		print_col(f, other1, site_col(s, other1)->est);
 		print_col(f, other2, site_col(s, other2)->est);
 		fputs("  ", f);
-		print_site(m, s, f, 64);
+		print_site(m, s, f, 62);
 		fputc('\n', f);
 	}
 	if (!n)
@@ -238,6 +238,119 @@ static void print_leaks(const struct rp_model *m, FILE *f)
 			ratio, s->sampled ? 100.0 * (double)s->sampled_freed / (double)s->sampled : 0,
 			life, age);
 		print_site(m, s, f, 117);
+		fputc('\n', f);
+	}
+}
+
+/* The peak of the live heap, and the sites that held it. */
+static void print_peak(const struct rp_model *m, FILE *f)
+{
+	size_t n = m->nsites < m->opts.top ? m->nsites : m->opts.top;
+	char b1[32], b2[32];
+
+	fprintf(f, "\nPeak of the live heap: %s ± %s at %.3f s (the largest estimate after a "
+		"sampled allocation)\n", rp_fmt_bytes(m->peak_live.est, b1, sizeof(b1)),
+		rp_fmt_bytes(rp_se(&m->peak_live), b2, sizeof(b2)), (double)m->peak_us / 1e6);
+	fprintf(f, "  %3s %11s %11s %6s  %s\n", "#", "live bytes", "± SE", "%", "site");
+	for (size_t i = 0; i < n; i++) {
+		const struct rp_site *s = &m->sites[m->by_peak[i]];
+
+		if (!(s->peak_live_bytes.est > 0))
+			break;
+		fprintf(f, "  %3zu %11s %11s %5.1f%%  ", i + 1,
+			rp_fmt_bytes(s->peak_live_bytes.est, b1, sizeof(b1)),
+			rp_fmt_bytes(rp_se(&s->peak_live_bytes), b2, sizeof(b2)),
+			m->peak_live.est > 0 ? 100 * s->peak_live_bytes.est / m->peak_live.est : 0);
+		print_site(m, s, f, 38);
+		fputc('\n', f);
+	}
+}
+
+/* Blocks freed within the threshold of their allocation, per site. */
+static void print_temporary(const struct rp_model *m, FILE *f)
+{
+	size_t n = m->nsites < m->opts.top ? m->nsites : m->opts.top;
+	char b1[32], b2[32];
+
+	fprintf(f, "\nTemporary allocations (freed within %.3f ms): %.0f ± %.0f, %.1f%% of all, "
+		"%s ± %s\n", (double)m->opts.temp_us / 1e3, m->total_temp_blocks.est,
+		rp_se(&m->total_temp_blocks),
+		m->total_blocks.est > 0 ? 100 * m->total_temp_blocks.est / m->total_blocks.est : 0,
+		rp_fmt_bytes(m->total_temp_bytes.est, b1, sizeof(b1)),
+		rp_fmt_bytes(rp_se(&m->total_temp_bytes), b2, sizeof(b2)));
+	fprintf(f, "  %3s %11s %10s %7s %11s  %s\n", "#", "temporary", "± SE", "of site", "bytes",
+		"site");
+	for (size_t i = 0; i < n; i++) {
+		const struct rp_site *s = &m->sites[m->by_temp[i]];
+
+		if (!(s->temp_blocks.est > 0))
+			break;
+		fprintf(f, "  %3zu %11.0f %10.0f %6.1f%% %11s  ", i + 1, s->temp_blocks.est,
+			rp_se(&s->temp_blocks),
+			s->blocks.est > 0 ? 100 * s->temp_blocks.est / s->blocks.est : 0,
+			rp_fmt_bytes(s->temp_bytes.est, b1, sizeof(b1)));
+		print_site(m, s, f, 50);
+		fputc('\n', f);
+	}
+}
+
+/* A size class's label: "<= 64 B", the last one "> 1.0 GiB". */
+static const char *size_label(unsigned int k, char *buf, size_t len)
+{
+	char b[32];
+
+	snprintf(buf, len, "%s %s", k + 1 < RP_SIZE_CLASSES ? "<=" : ">",
+		 rp_fmt_bytes(rp_size_class_max(k), b, sizeof(b)));
+	return buf;
+}
+
+/* Estimated allocations by size class, overall, and the classes of the top sites. */
+static void print_sizes(const struct rp_model *m, FILE *f)
+{
+	size_t n = m->nsites < m->opts.top ? m->nsites : m->opts.top;
+	double max = 0;
+	char b1[32], b2[32], lab[40];
+
+	for (unsigned int k = 0; k < RP_SIZE_CLASSES; k++)
+		if (m->size_blocks[k].est > max)
+			max = m->size_blocks[k].est;
+	fprintf(f, "\nAllocations by size (block payload, whole words)\n");
+	fprintf(f, "  %11s %11s %9s %11s\n", "size", "allocations", "± SE", "bytes");
+	for (unsigned int k = 0; k < RP_SIZE_CLASSES; k++) {
+		const struct rp_est *e = &m->size_blocks[k];
+		char bar[41];
+		int w = max > 0 ? (int)lround(40 * e->est / max) : 0;
+
+		if (!(e->est > 0))
+			continue;
+		memset(bar, '#', (size_t)w);
+		bar[w] = '\0';
+		fprintf(f, "  %11s %11.0f %9.0f %11s  %s\n", size_label(k, lab, sizeof(lab)),
+			e->est, rp_se(e), rp_fmt_bytes(m->size_bytes[k].est, b1, sizeof(b1)), bar);
+	}
+	fprintf(f, "  By site (the top %zu by bytes): size class: allocations ± SE\n", n);
+	for (size_t i = 0; i < n; i++) {
+		const struct rp_site *s = &m->sites[m->by_bytes[i]];
+		int col = 5;
+
+		fputs("    ", f);
+		print_site(m, s, f, 4);
+		fputs("\n     ", f);
+		for (unsigned int k = 0; k < RP_SIZE_CLASSES; k++) {
+			const struct rp_est *e = &s->size_blocks[k];
+			int len;
+
+			if (!(e->est > 0))
+				continue;
+			len = snprintf(b2, sizeof(b2), " %s: %.0f ± %.0f", size_label(k, lab,
+				       sizeof(lab)), e->est, rp_se(e));
+			if (col + len > 100) {
+				fputs("\n     ", f);
+				col = 5;
+			}
+			fputs(b2, f);
+			col += len;
+		}
 		fputc('\n', f);
 	}
 }
@@ -311,7 +424,7 @@ static void print_changes(const struct rp_model *m, FILE *f, bool live)
 			signed_bytes(d.est, b1, sizeof(b1)),
 			rp_fmt_bytes(rp_se(&d), b2, sizeof(b2)), rp_se(&d) > 0 ? d.est / rp_se(&d) : 0,
 			rp_fmt_bytes(base->est, b3, sizeof(b3)), rp_fmt_bytes(cur->est, b4, sizeof(b4)));
-		print_site(m, s, f, 65);
+		print_site(m, s, f, 64);
 		fputc('\n', f);
 	}
 	if (!n)
@@ -350,6 +463,9 @@ int rp_print_text(const struct rp_model *m, FILE *f)
 	print_sites(m, f, m->by_bytes, false);
 	print_sites(m, f, m->by_blocks, true);
 	print_leaks(m, f);
+	print_peak(m, f);
+	print_temporary(m, f);
+	print_sizes(m, f);
 	print_timeline(m, f);
 	rp_print_notes(m, f);
 out:

@@ -4,10 +4,12 @@
  * with libmemprof's writer, plus the exact truth as JSON, for the report tests.
  *
  *   gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v VERSION] [-p PID] [-t START_OFFSET_US]
- *             [-o OBJECT] [-e EXE] [-W FUNC=WEIGHT]... OUT.ctf TRUTH.json
+ *             [-o OBJECT] [-e EXE] [-W FUNC=WEIGHT]... [-T TEMP_US]
+ *             OUT.ctf TRUTH.json
  *
  * -p, -e and -t change the pid, the executable and move the start time (for several traces
  * on one time axis);
+ * -T sets the threshold of temporary allocations in the truth (µs, default 1000);
  * -W changes a site's weight (two runs that differ, for differences);
  * -o makes the last site a frame without symbols in OBJECT ("OBJECT+0x1a2b").
  * The program makes STEPS allocations, one every 10 µs, each from a site drawn by weight.
@@ -49,7 +51,43 @@ struct site {
 	 * bytes Σ 64 w (1-λ)/λ, allocations Σ (1-p)/p with p = 1 - (1-λ)^w. */
 	double var_bytes, var_allocs, var_live_bytes, var_live_allocs, var_bytes_half,
 		var_live_bytes_half;
+	/* blocks freed within temp_us of their allocation, and their exact variances */
+	uint64_t temp_count, temp_words;
+	double var_temp_bytes, var_temp_allocs;
 };
+
+/* Every block's allocation (+words) and free (-words), for the exact peak of the live heap. */
+struct live_ev {
+	uint64_t t;
+	int64_t words;
+};
+
+static struct live_ev *live_evs;
+static size_t nlive_evs, cap_live_evs;
+
+static int live_push(uint64_t t, int64_t words)
+{
+	if (nlive_evs == cap_live_evs) {
+		size_t cap = cap_live_evs ? 2 * cap_live_evs : 4096;
+		struct live_ev *p = realloc(live_evs, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		live_evs = p;
+		cap_live_evs = cap;
+	}
+	live_evs[nlive_evs++] = (struct live_ev){ t, words };
+	return 0;
+}
+
+static int cmp_live_ev(const void *a, const void *b)
+{
+	const struct live_ev *x = a, *y = b;
+
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return (x->words > 0) - (y->words > 0);	/* frees first at the same time */
+}
 
 #define SITE(fn, fl, ln, af, inl, sz, wt, life)                                               \
 	{ .func = fn, .file = fl, .line = ln, .alloc_fn = af, .inlined_into = inl, .size = sz,  \
@@ -169,8 +207,20 @@ static int define_locations(struct memprof_writer *w)
 
 static void write_truth(FILE *f, double rate, uint64_t seed, uint64_t end_us)
 {
-	fprintf(f, "{\"rate\": %.17g, \"seed\": %llu, \"end_s\": %.6f, \"sites\": [\n", rate,
-		(unsigned long long)seed, (double)end_us / 1e6);
+	int64_t live = 0, peak = 0;
+	uint64_t peak_t = 0;
+
+	qsort(live_evs, nlive_evs, sizeof(*live_evs), cmp_live_ev);
+	for (size_t i = 0; i < nlive_evs; i++) {
+		live += live_evs[i].words;
+		if (live > peak) {
+			peak = live;
+			peak_t = live_evs[i].t;
+		}
+	}
+	fprintf(f, "{\"rate\": %.17g, \"seed\": %llu, \"end_s\": %.6f, \"peak_live_bytes\": "
+		"%lld, \"peak_t_s\": %.6f, \"sites\": [\n", rate, (unsigned long long)seed,
+		(double)end_us / 1e6, (long long)peak * 8, (double)peak_t / 1e6);
 	for (size_t i = 0; i < NSITES; i++) {
 		const struct site *s = &sites[i];
 
@@ -179,14 +229,19 @@ static void write_truth(FILE *f, double rate, uint64_t seed, uint64_t end_us)
 			"\"live_bytes\": %llu, \"bytes_half\": %llu, \"live_bytes_half\": %llu, "
 			"\"var_bytes\": %.17g, \"var_allocations\": %.17g, "
 			"\"var_live_bytes\": %.17g, \"var_live_allocations\": %.17g, "
-			"\"var_bytes_half\": %.17g, \"var_live_bytes_half\": %.17g}%s\n",
+			"\"var_bytes_half\": %.17g, \"var_live_bytes_half\": %.17g, "
+			"\"size\": %llu, \"temporary_allocations\": %llu, "
+			"\"temporary_bytes\": %llu, \"var_temporary_allocations\": %.17g, "
+			"\"var_temporary_bytes\": %.17g}%s\n",
 			s->func, s->file, s->max_life > 0 ? "false" : "true",
 			(unsigned long long)s->count, (unsigned long long)s->words * 8,
 			(unsigned long long)s->live_count, (unsigned long long)s->live_words * 8,
 			(unsigned long long)s->words_half * 8,
 			(unsigned long long)s->live_words_half * 8, s->var_bytes, s->var_allocs,
 			s->var_live_bytes, s->var_live_allocs, s->var_bytes_half,
-			s->var_live_bytes_half, i + 1 < NSITES ? "," : "");
+			s->var_live_bytes_half, (unsigned long long)s->size,
+			(unsigned long long)s->temp_count, (unsigned long long)s->temp_words * 8,
+			s->var_temp_allocs, s->var_temp_bytes, i + 1 < NSITES ? "," : "");
 	}
 	fprintf(f, "]}\n");
 }
@@ -194,6 +249,7 @@ static void write_truth(FILE *f, double rate, uint64_t seed, uint64_t end_us)
 int main(int argc, char **argv)
 {
 	uint64_t seed = 1, steps = 300000, start_us = 1795959672000000ull, countdown;
+	uint64_t temp_us = 1000;
 	double rate = 1e-3, total_weight = 0;
 	struct memprof_writer_opts wo = { .sz = sizeof(wo), .version = 2 };
 	struct memprof_trace_info info = {
@@ -208,7 +264,7 @@ int main(int argc, char **argv)
 
 	static char obj_func[256], obj_file[256];
 
-	while ((c = getopt(argc, argv, "s:r:n:v:p:t:o:e:W:")) != -1) {
+	while ((c = getopt(argc, argv, "s:r:n:v:p:t:o:e:W:T:")) != -1) {
 		switch (c) {
 		case 's':
 			seed = strtoull(optarg, NULL, 0);
@@ -227,6 +283,9 @@ int main(int argc, char **argv)
 			break;
 		case 'e':
 			info.executable_name = optarg;
+			break;
+		case 'T':
+			temp_us = strtoull(optarg, NULL, 0);
 			break;
 		case 'W': {
 			const char *eq = strchr(optarg, '=');
@@ -258,7 +317,7 @@ int main(int argc, char **argv)
 	}
 	if (argc - optind != 2 || !(rate > 0 && rate <= 1) || !steps) {
 		fprintf(stderr, "usage: gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v 2|3] [-p PID] "
-			"[-t START_OFFSET_US] [-o OBJECT] [-e EXE] [-W FUNC=WEIGHT] OUT.ctf TRUTH.json\n");
+			"[-t START_OFFSET_US] [-o OBJECT] [-e EXE] [-W FUNC=WEIGHT] [-T TEMP_US] OUT.ctf TRUTH.json\n");
 		return 2;
 	}
 	mp_xoshiro256_seed(rng_s, seed);
@@ -320,6 +379,17 @@ int main(int argc, char **argv)
 		vb = 64.0 * (double)words * (1 - rate) / rate;
 		p_tracked = rate >= 1 ? 1 : -expm1((double)words * log1p(-rate));
 		vc = (1 - p_tracked) / p_tracked;
+		if (live_push(t, (int64_t)words) ||
+		    (free_t <= end_us && live_push(free_t, -(int64_t)words))) {
+			err = -ENOMEM;
+			goto fail;
+		}
+		if (free_t <= end_us && free_t - t <= temp_us) {
+			s->temp_count++;
+			s->temp_words += words;
+			s->var_temp_bytes += vb;
+			s->var_temp_allocs += vc;
+		}
 		s->count++;
 		s->words += words;
 		s->var_bytes += vb;
@@ -380,6 +450,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	free(heap);
+	free(live_evs);
 	return 0;
 fail:
 	fprintf(stderr, "gen_trace: Failed to write the trace: %s\n", strerror(-err));

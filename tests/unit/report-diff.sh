@@ -4,15 +4,7 @@
 # bytes is within 4 SE of the true change, with the SE of the difference (variances add);
 # sites are ranked by the size of the change; a set of base traces is their sum; the pprof
 # difference equals `go tool pprof -diff_base`; the flame graph colours growth and shrinkage.
-set -u
-ctl=$MP_BUILD/bin/memprofctl
-gen=$MP_BUILD/tests/unit/gen_trace
-py=/usr/bin/python3
-tmp=${MP_TMP:-$(mktemp -d)}
-
-for f in "$ctl" "$gen"; do
-	[ -x "$f" ] || { echo "FAIL: setup ($f is not built)"; exit 1; }
-done
+. "$(dirname "$0")/report.inc"
 "$gen" -s 21 -r 0.005 -n 40000 "$tmp/old.ctf" "$tmp/old.json" &&
 	"$gen" -s 22 -r 0.005 -n 60000 -W tiny_nodes=3 -W leak_session=20 "$tmp/new.ctf" \
 		"$tmp/new.json" &&

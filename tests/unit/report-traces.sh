@@ -4,15 +4,7 @@
 # trace given twice counted once with a warning, "live at end" equal to the timeline's last
 # point, --live tables showing the value they rank by, objects without symbols named once at
 # the end with their build-id and Debian -dbgsym package, and the CPython pymalloc note.
-set -u
-ctl=$MP_BUILD/bin/memprofctl
-gen=$MP_BUILD/tests/unit/gen_trace
-py=/usr/bin/python3
-tmp=${MP_TMP:-$(mktemp -d)}
-
-for f in "$ctl" "$gen"; do
-	[ -x "$f" ] || { echo "FAIL: setup ($f is not built)"; exit 1; }
-done
+. "$(dirname "$0")/report.inc"
 "$gen" -s 3 -r 0.01 -n 50000 "$tmp/a.ctf" "$tmp/a.json" &&
 	"$gen" -s 4 -r 0.01 -n 20000 -p 99 -t 2000000 -o libz.so.1 "$tmp/b.ctf" "$tmp/b.json" &&
 	"$gen" -s 5 -r 0.01 -n 2000 -e /usr/bin/python3.11 "$tmp/py.ctf" "$tmp/py.json" &&
