@@ -43,9 +43,12 @@ static void report_usage(FILE *f)
 		"                           repeat it for a set of traces)\n"
 		"  -j, --json               print one JSON document\n"
 		"  -f, --flamegraph FILE    write an interactive SVG flame graph (-: to stdout,\n"
-		"                           instead of the report)\n"
+		"                           instead of the report; to a file: the report is a\n"
+		"                           one-line summary)\n"
 		"  -p, --pprof FILE         write a gzipped pprof profile (-: to stdout, instead\n"
-		"                           of the report)\n"
+		"                           of the report; to a file: as --flamegraph)\n"
+		"  -t, --text               print the whole text report with --flamegraph or\n"
+		"                           --pprof to a file\n"
 		"  -q, --quiet              no progress on stderr\n"
 		"  -h, --help               show this help\n", RP_MAX_POINTS);
 }
@@ -102,6 +105,7 @@ int cmd_report(int argc, char **argv)
 		{ "base", required_argument, NULL, OPT_BASE },
 		{ "temporary-threshold", required_argument, NULL, OPT_TEMP },
 		{ "json", no_argument, NULL, 'j' },
+		{ "text", no_argument, NULL, 't' },
 		{ "flamegraph", required_argument, NULL, 'f' },
 		{ "pprof", required_argument, NULL, 'p' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -111,7 +115,7 @@ int cmd_report(int argc, char **argv)
 	struct rp_options o = { .by = RP_BY_FUNCTION, .top = 20, .tail = 0.1, .points = 10,
 				.temp_us = RP_TEMP_US };
 	const char *flame = NULL, *pprof = NULL;
-	bool json = ctl.json, quiet = false, flame_out, pprof_out;
+	bool json = ctl.json, quiet = false, text = false, flame_out, pprof_out;
 	/* focus, ignore, hide, show-from: compiled once each, freed at the end */
 	static const char *const re_names[4] = { "--focus", "--ignore", "--hide", "--show-from" };
 	regex_t res[4];
@@ -123,7 +127,7 @@ int cmd_report(int argc, char **argv)
 	char err[512];
 	int c, ret, rc = 2;
 
-	while ((c = getopt_long(argc, argv, "n:b:ljf:p:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "n:b:ljtf:p:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n':
 			if (parse_uint(optarg, 1000000, &o.top) || !o.top) {
@@ -221,6 +225,9 @@ int cmd_report(int argc, char **argv)
 		case 'j':
 			json = true;
 			break;
+		case 't':
+			text = true;
+			break;
 		case 'f':
 			flame = optarg;
 			break;
@@ -302,11 +309,16 @@ int cmd_report(int argc, char **argv)
 			goto fail;
 		}
 	}
-	/* a flame graph or profile on stdout is the output */
+	/* a flame graph or profile on stdout is the output; written to files, they are
+	 * summarized in one line unless the report is asked for */
 	if (flame_out || pprof_out)
 		ret = 0;
+	else if (json)
+		ret = rp_print_json(m, stdout);
+	else if ((flame || pprof) && !text)
+		ret = rp_print_summary(m, flame, pprof, stdout);
 	else
-		ret = json ? rp_print_json(m, stdout) : rp_print_text(m, stdout);
+		ret = rp_print_text(m, stdout);
 	if (ret < 0) {
 		fprintf(stderr, "memprofctl report: Failed to write the report: %s\n",
 			strerror(-ret));

@@ -245,6 +245,11 @@ static inline double rp_se(const struct rp_est *e)
 /* Outputs. Each returns 0 or -errno and writes its file atomically (temp + rename). */
 int rp_print_text(const struct rp_model *m, FILE *f);
 int rp_print_json(const struct rp_model *m, FILE *f);
+/*
+ * One line saying what was written to @flame and @pprof (either NULL) and what it holds: the
+ * traces, the estimated allocated and live bytes (their change with --base), the sites.
+ */
+int rp_print_summary(const struct rp_model *m, const char *flame, const char *pprof, FILE *f);
 /* The text report's closing notes: objects without symbols and how to get them, CPython. */
 void rp_print_notes(const struct rp_model *m, FILE *f);
 int rp_write_flamegraph(const struct rp_model *m, const char *path);

@@ -445,6 +445,35 @@ static void print_diff(const struct rp_model *m, FILE *f)
 	print_changes(m, f, true);
 }
 
+int rp_print_summary(const struct rp_model *m, const char *flame, const char *pprof, FILE *f)
+{
+	struct rp_est a = m->total_bytes, l = m->total_live_bytes;
+	char b1[32], b2[32], b3[32], b4[32];
+	size_t ncur = 0, nbase = 0;
+
+	for (size_t i = 0; i < m->ntraces; i++)
+		*(m->traces[i].base ? &nbase : &ncur) += 1;
+	if (m->has_base) {
+		a = rp_est_diff(&m->total_bytes, &m->base_total_bytes);
+		l = rp_est_diff(&m->total_live_bytes, &m->base_total_live_bytes);
+	}
+	errno = 0;
+	fprintf(f, "Wrote %s%s%s%s%s%s%s: %zu trace%s", flame ? "flame graph '" : "",
+		flame ? flame : "", flame ? "'" : "", flame && pprof ? " and " : "",
+		pprof ? "pprof profile '" : "", pprof ? pprof : "", pprof ? "'" : "", ncur,
+		ncur == 1 ? "" : "s");
+	if (m->has_base)
+		fprintf(f, " minus %zu base trace%s", nbase, nbase == 1 ? "" : "s");
+	fprintf(f, ", %s%s ± %s allocated, %s%s ± %s live at end, %zu sites%s\n",
+		m->has_base && a.est > 0 ? "+" : "", rp_fmt_bytes(a.est, b1, sizeof(b1)),
+		rp_fmt_bytes(rp_se(&a), b2, sizeof(b2)), m->has_base && l.est > 0 ? "+" : "",
+		rp_fmt_bytes(l.est, b3, sizeof(b3)), rp_fmt_bytes(rp_se(&l), b4, sizeof(b4)),
+		m->nsites, m->opts.live ? " (by live bytes)" : "");
+	if (fflush(f) || ferror(f))
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
 int rp_print_text(const struct rp_model *m, FILE *f)
 {
 	errno = 0;

@@ -3,7 +3,8 @@
 # the earliest trace's start (--since on it, the window stated per trace when they differ), a
 # trace given twice counted once with a warning, "live at end" equal to the timeline's last
 # point, --live tables showing the value they rank by, objects without symbols named once at
-# the end with their build-id and Debian -dbgsym package, and the CPython pymalloc note.
+# the end with their build-id and Debian -dbgsym package, the CPython pymalloc note, and a
+# one-line summary instead of the text report when the outputs are files.
 . "$(dirname "$0")/report.inc"
 "$gen" -s 3 -r 0.01 -n 50000 "$tmp/a.ctf" "$tmp/a.json" &&
 	"$gen" -s 4 -r 0.01 -n 20000 -p 99 -t 2000000 -o libz.so.1 "$tmp/b.ctf" "$tmp/b.json" &&
@@ -106,4 +107,18 @@ if grep -q "^CPython: pymalloc serves objects of 512 bytes or less" "$tmp/py.txt
 	echo "PASS: pymalloc-note"
 else
 	echo "FAIL: pymalloc-note"; cat "$tmp/py.txt"
+fi
+
+# --flamegraph/--pprof to files: one summary line instead of the text report; -t asks for it.
+"$ctl" report -q -f "$tmp/s.svg" -p "$tmp/s.pb.gz" "$tmp/a.ctf" "$tmp/b.ctf" >"$tmp/sum.txt" 2>&1
+"$ctl" report -q -t -f "$tmp/t.svg" "$tmp/a.ctf" >"$tmp/sum-t.txt" 2>&1
+"$ctl" report -q -f - "$tmp/a.ctf" >"$tmp/stdout.svg" 2>"$tmp/stdout.err"
+if [ "$(wc -l <"$tmp/sum.txt")" = 1 ] &&
+   grep -q "^Wrote flame graph '$tmp/s.svg' and pprof profile '$tmp/s.pb.gz': 2 traces, .* allocated, .* live at end, [0-9]* sites$" "$tmp/sum.txt" &&
+   [ -s "$tmp/s.svg" ] && [ -s "$tmp/s.pb.gz" ] &&
+   grep -q "^Top [0-9]* sites by estimated bytes" "$tmp/sum-t.txt" && ! grep -q "^Wrote" "$tmp/sum-t.txt" &&
+   xmllint --noout "$tmp/stdout.svg" && [ ! -s "$tmp/stdout.err" ]; then
+	echo "PASS: export-summary-line"
+else
+	echo "FAIL: export-summary-line"; cat "$tmp/sum.txt"
 fi
