@@ -543,7 +543,8 @@ int rp_write_flamegraph(const struct rp_model *m, const char *path)
 	}
 	if (m->has_base)
 		fg_header(&g, height, m->opts.live ?
-			  "Live bytes at the end, new vs base: red grew, blue shrank (widths: new)" :
+			  "Live bytes at the end, new vs base: red grew, blue shrank "
+			  "(widths: new)" :
 			  "Allocated bytes, new vs base: red grew, blue shrank (widths: new)");
 	else
 		fg_header(&g, height, m->opts.live ? "Estimated live bytes at the end"

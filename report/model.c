@@ -603,10 +603,10 @@ static void loader_warn(void *ctx, uint64_t offset, const char *msg)
 static const struct rp_trace *same_trace(const struct rp_model *m, const struct rp_trace *t)
 {
 	for (const struct rp_trace *o = m->traces; o < t; o++)
-		if (o->base == t->base && o->pid == t->pid && o->start_us == t->start_us && o->end_us == t->end_us &&
-		    o->nblocks == t->nblocks && o->collects == t->collects &&
-		    o->digest == t->digest && o->rate == t->rate && !strcmp(o->host, t->host) &&
-		    !strcmp(o->executable, t->executable))
+		if (o->base == t->base && o->pid == t->pid && o->start_us == t->start_us &&
+		    o->end_us == t->end_us && o->nblocks == t->nblocks &&
+		    o->collects == t->collects && o->digest == t->digest && o->rate == t->rate &&
+		    !strcmp(o->host, t->host) && !strcmp(o->executable, t->executable))
 			return o;
 	return NULL;
 }
@@ -682,10 +682,11 @@ static int load_trace(struct rp_model *m, const char *path, bool base, char *err
 		const struct rp_trace *o = same_trace(m, t);
 
 		if (o) {
-			/* Its frames and stacks stay interned: without blocks they weigh nothing. */
-			fprintf(stderr, "memprofctl report: warning: '%s' is the same trace as '%s' "
-				"(pid %llu, same start time and events): counted once\n", t->path,
-				o->path, (unsigned long long)t->pid);
+			/* Its frames and stacks stay interned: without blocks, they weigh
+			 * nothing. */
+			fprintf(stderr, "memprofctl report: warning: '%s' is the same trace as "
+				"'%s' (pid %llu, same start time and events): counted once\n",
+				t->path, o->path, (unsigned long long)t->pid);
 			m->nblocks = t->first_block;
 			trace_free(t);
 			m->ntraces--;
@@ -1239,7 +1240,8 @@ static int build_peak(struct rp_model *m, const int64_t *stack_site)
 
 		if (!block_counted(m, b))
 			continue;
-		ev[n++] = (struct peak_ev){ t->start_us + b->t_alloc - m->t0_us, (uint32_t)i, true };
+		ev[n++] = (struct peak_ev){ t->start_us + b->t_alloc - m->t0_us, (uint32_t)i,
+					    true };
 		if (b->t_free != RP_NO_FREE && b->t_free <= t->win_end)
 			ev[n++] = (struct peak_ev){ t->start_us + b->t_free - m->t0_us, (uint32_t)i,
 						    false };

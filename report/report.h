@@ -168,7 +168,7 @@ struct rp_model {
 	struct rp_intern *stack_idx;
 	struct rp_intern *site_idx;
 	size_t nduplicates;		/* traces given again and counted once */
-	uint64_t t0_us;			/* the time axis' origin: the earliest trace start (epoch) */
+	uint64_t t0_us;			/* the time axis' origin: the earliest trace's start */
 	uint64_t base_t0_us;		/* the same for the base traces */
 	bool has_base;			/* some traces are a base: the report is a difference */
 	bool same_window;		/* every trace has the same window on that axis */

@@ -202,8 +202,9 @@ void rp_print_notes(const struct rp_model *m, FILE *f)
 			}
 			fprintf(f, " (%s", path);
 			if (build_id(path, hex))
-				fprintf(f, ", build-id %s: debug file /usr/lib/debug/.build-id/%.2s/%s"
-					".debug", hex, hex, hex + 2);
+				fprintf(f, ", build-id %s: debug file "
+					"/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex,
+					hex + 2);
 			fputc(')', f);
 			if (owner_package(path, pkg, sizeof(pkg)))
 				fprintf(f, ": install %s-dbgsym", pkg);
@@ -220,6 +221,6 @@ void rp_print_notes(const struct rp_model *m, FILE *f)
 		python = is_python(objs[i]);
 	if (python)
 		fprintf(f, "\nCPython: pymalloc serves objects of 512 bytes or less from its own "
-			"arenas, so only the\narenas' allocations appear here; run the program with "
-			"PYTHONMALLOC=malloc to see each\nobject's allocation.\n");
+			"arenas, so only the\narenas' allocations appear here; run the program "
+			"with PYTHONMALLOC=malloc to see each\nobject's allocation.\n");
 }

@@ -104,7 +104,8 @@ static void print_traces(const struct rp_model *m, FILE *f)
 		fputc('\n', f);
 	}
 	if (m->has_base)
-		fprintf(f, "Base traces are on their own axis, from the earliest base trace's start\n");
+		fprintf(f, "Base traces are on their own axis, from the earliest base trace's "
+			"start\n");
 	if (m->ntraces) {
 		const struct rp_trace *t = &m->traces[0];
 		double off;
@@ -396,8 +397,9 @@ static void print_change_total(FILE *f, const char *what, const struct rp_est *c
 
 	if (bytes)
 		fprintf(f, "  %-13s %12s %12s %12s ± %-11s\n", what,
-			rp_fmt_bytes(base->est, b1, sizeof(b1)), rp_fmt_bytes(cur->est, b2, sizeof(b2)),
-			signed_bytes(d.est, b3, sizeof(b3)), rp_fmt_bytes(rp_se(&d), b4, sizeof(b4)));
+			rp_fmt_bytes(base->est, b1, sizeof(b1)),
+			rp_fmt_bytes(cur->est, b2, sizeof(b2)), signed_bytes(d.est, b3, sizeof(b3)),
+			rp_fmt_bytes(rp_se(&d), b4, sizeof(b4)));
 	else
 		fprintf(f, "  %-13s %12.0f %12.0f %+12.0f ± %-11.0f\n", what, base->est, cur->est,
 			d.est, rp_se(&d));
@@ -422,8 +424,10 @@ static void print_changes(const struct rp_model *m, FILE *f, bool live)
 
 		fprintf(f, "  %3zu %12s %11s %7.1f %11s %11s  ", i + 1,
 			signed_bytes(d.est, b1, sizeof(b1)),
-			rp_fmt_bytes(rp_se(&d), b2, sizeof(b2)), rp_se(&d) > 0 ? d.est / rp_se(&d) : 0,
-			rp_fmt_bytes(base->est, b3, sizeof(b3)), rp_fmt_bytes(cur->est, b4, sizeof(b4)));
+			rp_fmt_bytes(rp_se(&d), b2, sizeof(b2)),
+			rp_se(&d) > 0 ? d.est / rp_se(&d) : 0,
+			rp_fmt_bytes(base->est, b3, sizeof(b3)),
+			rp_fmt_bytes(cur->est, b4, sizeof(b4)));
 		print_site(m, s, f, 64);
 		fputc('\n', f);
 	}
@@ -434,7 +438,8 @@ static void print_changes(const struct rp_model *m, FILE *f, bool live)
 /* --base: the difference new - base, variances added. */
 static void print_diff(const struct rp_model *m, FILE *f)
 {
-	fprintf(f, "\nChange from the base (new - base; |z| > 2 is unlikely to be sampling noise)\n");
+	fprintf(f, "\nChange from the base (new - base; |z| > 2 is unlikely to be sampling "
+		"noise)\n");
 	fprintf(f, "  %-13s %12s %12s %12s   %-11s\n", "", "base", "new", "change", "± SE");
 	print_change_total(f, "allocated", &m->total_bytes, &m->base_total_bytes, true);
 	print_change_total(f, "allocations", &m->total_blocks, &m->base_total_blocks, false);

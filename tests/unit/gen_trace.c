@@ -317,7 +317,8 @@ int main(int argc, char **argv)
 	}
 	if (argc - optind != 2 || !(rate > 0 && rate <= 1) || !steps) {
 		fprintf(stderr, "usage: gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v 2|3] [-p PID] "
-			"[-t START_OFFSET_US] [-o OBJECT] [-e EXE] [-W FUNC=WEIGHT] [-T TEMP_US] OUT.ctf TRUTH.json\n");
+			"[-t START_OFFSET_US] [-o OBJECT] [-e EXE] [-W FUNC=WEIGHT] [-T TEMP_US] "
+			"OUT.ctf TRUTH.json\n");
 		return 2;
 	}
 	mp_xoshiro256_seed(rng_s, seed);

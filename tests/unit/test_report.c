@@ -58,7 +58,8 @@ static int define_codes(struct memprof_writer *w)
 		"std::__new_allocator<int>::allocate(unsigned long, void const*)", 137, 0, 0 };
 	static const struct memprof_location append_l = {
 		"/usr/include/c++/12/bits/vector.tcc",
-		"std::vector<int, std::allocator<int> >::_M_default_append(unsigned long)", 650, 0, 0 };
+		"std::vector<int, std::allocator<int> >::_M_default_append(unsigned long)", 650,
+		0, 0 };
 	static const struct memprof_location insert_l = {
 		"", "void std::vector<int, std::allocator<int> >::_M_realloc_insert<int>(int&&)",
 		0, 0, 0 };
@@ -303,7 +304,8 @@ static void test_filters(void)
 	m = load(&o, &path, 1);
 	if (m) {
 		s = site(m, "foo");
-		ASSERT_EQ(s ? s->samples : 0, 5, "foo: its own and the vector's (wrappers trimmed)");
+		ASSERT_EQ(s ? s->samples : 0, 5,
+			  "foo: its own and the vector's (wrappers trimmed)");
 		s = site(m, "main");
 		ASSERT_EQ(s ? s->samples : 0, 8, "main: _M_realloc_insert with a return type");
 		ASSERT_EQ(m->nsites, 3, "foo, bar, main");

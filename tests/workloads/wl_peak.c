@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * A workload whose peak and temporary allocations are known, for tests/bpf/report-peak-recorded.sh:
+ * A workload whose peak and temporary allocations are known, for
+ * tests/bpf/report-peak-recorded.sh:
  *   1. wl_peak_hold: N blocks of 4 KiB allocated and all held: the live heap peaks here, at
  *      N x words(4096) x 8 bytes, then all are freed;
  *   2. wl_temp: M blocks of 256 bytes, each freed right after its allocation (temporary);
