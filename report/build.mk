@@ -2,10 +2,11 @@
 # text/JSON, SVG flame graph, pprof export). Linked into memprofctl.
 REPORT_SRCS	:= $(wildcard report/*.c)
 REPORT_OBJS	:= $(REPORT_SRCS:%.c=$(B)/%.o) $(B)/report/profile.pb-c.o
-REPORT_LIBS	:= $(call pkglibs,json-c) $(call pkglibs,libprotobuf-c) $(call pkglibs,zlib)
+REPORT_LIBS	:= $(call pkglibs,json-c) $(call pkglibs,libprotobuf-c) $(call pkglibs,zlib) \
+		   $(call pkglibs,libdw) $(call pkglibs,libelf)
 
 EXTRA_CFLAGS_report := $(call pkgcflags,json-c) $(call pkgcflags,libprotobuf-c) \
-		       $(call pkgcflags,zlib)
+		       $(call pkgcflags,zlib) $(call pkgcflags,libdw)
 
 CTL_EXTRA_OBJS	+= $(REPORT_OBJS)
 CTL_EXTRA_LIBS	+= $(REPORT_LIBS)
@@ -48,3 +49,22 @@ $(B)/tests/unit/test_report: $(B)/tests/unit/test_report.o $(REPORT_OBJS) $(B)/l
 		$(call pkglibs,libzstd) -lm
 
 UNIT_TESTS	+= $(B)/tests/unit/test_report
+
+# bpf tier: a C++ workload whose allocations all go through the standard library
+# (tests/bpf/report-cxx.sh).
+$(B)/tests/workloads/wl_vector: tests/workloads/wl_vector.cc
+	$(call msg,CXX,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CXX) -std=gnu++17 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -Wall -Wextra -Werror \
+		-o $@ $<
+
+BPF_TESTS	+= $(B)/tests/workloads/wl_vector
+
+# bpf tier: a workload with a known peak and known temporary allocations (report-peak-recorded).
+$(B)/tests/workloads/wl_peak: tests/workloads/wl_peak.c tests/workloads/wl_truth.h
+	$(call msg,CC,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) -std=gnu11 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -D_GNU_SOURCE $(WARN) \
+		-o $@ $<
+
+BPF_TESTS	+= $(B)/tests/workloads/wl_peak

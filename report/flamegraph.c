@@ -7,6 +7,7 @@
  * resources, so it works offline and from file://.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@ struct fg_node {
 	uint32_t parent;
 	uint32_t first_child, next_sibling;	/* UINT32_MAX: none */
 	double value;
+	double base;		/* the base's value (--base) */
 };
 
 struct fg {
@@ -67,6 +69,7 @@ static int64_t fg_child(struct fg *g, uint32_t parent, uint32_t frame)
 	nn->first_child = UINT32_MAX;
 	nn->next_sibling = g->nodes[parent].first_child;
 	nn->value = 0;
+	nn->base = 0;
 	g->nodes[parent].first_child = (uint32_t)g->n;
 	if (rp_u64map__put(g->child, key, (uint32_t)g->n))
 		return -ENOMEM;
@@ -193,6 +196,22 @@ static void fg_color(const char *name, char *buf, size_t len)
 	snprintf(buf, len, "rgb(%u,%u,%u)", 205 + 50 * v3 / 255, 230 * v1 / 255, 55 * v2 / 255);
 }
 
+/*
+ * A difference's colour: red where the frame grew from the base, blue where it shrank, paler
+ * as the change is smaller relative to the larger of the two values.
+ */
+static void fg_diff_color(const struct fg_node *nd, char *buf, size_t len)
+{
+	double big = fmax(nd->value, nd->base);
+	double rel = big > 0 ? (nd->value - nd->base) / big : 0;
+	unsigned int pale = (unsigned int)lround(235 * (1 - fabs(rel)));
+
+	if (rel >= 0)
+		snprintf(buf, len, "rgb(255,%u,%u)", pale, pale);
+	else
+		snprintf(buf, len, "rgb(%u,%u,255)", pale, pale);
+}
+
 static int cmp_child(const void *a, const void *b, void *ctx)
 {
 	const struct fg *g = ctx;
@@ -220,6 +239,8 @@ static void fg_frame(struct fg *g, uint32_t ni, double x, unsigned int depth, do
 		name = rp_frame__name(g->m, nd->frame, nbuf, sizeof(nbuf));
 		fg_color(name, color, sizeof(color));
 	}
+	if (g->m->has_base)
+		fg_diff_color(nd, color, sizeof(color));
 	fprintf(f, "<g class=\"f\" data-x=\"%.2f\" data-w=\"%.2f\" data-d=\"%u\"><title>", x, w,
 		depth);
 	xml_escape(f, name);
@@ -235,8 +256,16 @@ static void fg_frame(struct fg *g, uint32_t ni, double x, unsigned int depth, do
 		xml_escape(f, fr->object);
 		fputs("]", f);
 	}
-	fprintf(f, ": %s, %.2f%%</title>", rp_fmt_bytes(nd->value, vbuf, sizeof(vbuf)),
+	fprintf(f, ": %s, %.2f%%", rp_fmt_bytes(nd->value, vbuf, sizeof(vbuf)),
 		g->total > 0 ? 100.0 * nd->value / g->total : 0.0);
+	if (g->m->has_base) {
+		char bbuf[32], dbuf[32];
+
+		fprintf(f, "; base %s, change %s%s", rp_fmt_bytes(nd->base, bbuf, sizeof(bbuf)),
+			nd->value > nd->base ? "+" : "",
+			rp_fmt_bytes(nd->value - nd->base, dbuf, sizeof(dbuf)));
+	}
+	fputs("</title>", f);
 	fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" fill=\"%s\" "
 		"rx=\"2\" ry=\"2\"/><text x=\"%.2f\" y=\"%.1f\">", x, y, w, FG_FRAME_H - 1, color,
 		x + 3, y + 11.5);
@@ -476,16 +505,19 @@ int rp_write_flamegraph(const struct rp_model *m, const char *path)
 	if (err)
 		goto out;
 	g.cap = 1024;
-	g.nodes[0] = (struct fg_node){ UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, 0 };
+	g.nodes[0] = (struct fg_node){ UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX, 0, 0 };
 	g.n = 1;
 	for (size_t si = 0; si < m->nstacks; si++) {
 		const struct rp_stack *s = &m->stacks[si];
-		double v = m->opts.live ? m->stack_vals[si].live_bytes : m->stack_vals[si].bytes;
+		const struct rp_stackval *sv = &m->stack_vals[si];
+		double v = m->opts.live ? sv->live_bytes : sv->bytes;
+		double bv = m->opts.live ? sv->base_live_bytes : sv->base_bytes;
 		uint32_t cur = 0;
 
-		if (!(v > 0))
+		if (!(v > 0) && !(bv > 0))
 			continue;
 		g.nodes[0].value += v;
+		g.nodes[0].base += bv;
 		for (uint32_t i = 0; i < s->eff_len; i++) {
 			int64_t c = fg_child(&g, cur, g.canon[m->stack_frames[s->off + i]]);
 
@@ -495,6 +527,7 @@ int rp_write_flamegraph(const struct rp_model *m, const char *path)
 			}
 			cur = (uint32_t)c;
 			g.nodes[cur].value += v;
+			g.nodes[cur].base += bv;
 			if (i + 1 > g.max_depth)
 				g.max_depth = i + 1;
 		}
@@ -508,8 +541,14 @@ int rp_write_flamegraph(const struct rp_model *m, const char *path)
 		err = -errno;
 		goto out;
 	}
-	fg_header(&g, height, m->opts.live ? "Estimated live bytes at the end"
-					   : "Estimated allocated bytes");
+	if (m->has_base)
+		fg_header(&g, height, m->opts.live ?
+			  "Live bytes at the end, new vs base: red grew, blue shrank "
+			  "(widths: new)" :
+			  "Allocated bytes, new vs base: red grew, blue shrank (widths: new)");
+	else
+		fg_header(&g, height, m->opts.live ? "Estimated live bytes at the end"
+						   : "Estimated allocated bytes");
 	fputs("<g id=\"fg_frames\">\n", g.out);
 	err = fg_layout(&g, height);
 	fputs("</g>\n<script type=\"text/ecmascript\"><![CDATA[\n", g.out);

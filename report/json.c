@@ -34,6 +34,10 @@ static struct json_object *traces_obj(const struct rp_model *m)
 		json_object_object_add(o, "word_size", json_object_new_int((int)t->word_size));
 		json_object_object_add(o, "start_time_us",
 				       json_object_new_int64((int64_t)t->start_us));
+		json_object_object_add(o, "base", json_object_new_boolean(t->base));
+		json_object_object_add(o, "axis_offset_s",
+				       json_object_new_double((double)(t->start_us -
+						(t->base ? m->base_t0_us : m->t0_us)) / 1e6));
 		json_object_object_add(o, "duration_s",
 				       json_object_new_double((double)t->end_us / 1e6));
 		json_object_object_add(o, "window_start_s",
@@ -55,6 +59,27 @@ static struct json_object *traces_obj(const struct rp_model *m)
 				       json_object_new_int64((int64_t)t->sum_length));
 		json_object_object_add(o, "warnings",
 				       json_object_new_int64((int64_t)t->warnings));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+/* The non-empty size classes: max_bytes (null for the last, open class), allocations, bytes. */
+static struct json_object *sizes_arr(const struct rp_est *blocks, const struct rp_est *bytes)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (unsigned int k = 0; k < RP_SIZE_CLASSES; k++) {
+		struct json_object *o;
+
+		if (!(blocks[k].est > 0))
+			continue;
+		o = json_object_new_object();
+		json_object_object_add(o, "max_bytes", k + 1 < RP_SIZE_CLASSES ?
+				       json_object_new_double(rp_size_class_max(k)) : NULL);
+		json_object_object_add(o, "allocations", est_obj(&blocks[k]));
+		if (bytes)
+			json_object_object_add(o, "bytes", est_obj(&bytes[k]));
 		json_object_array_add(a, o);
 	}
 	return a;
@@ -82,6 +107,10 @@ static struct json_object *site_obj(const struct rp_model *m, const struct rp_si
 	json_object_object_add(o, "sampled_blocks", json_object_new_int64((int64_t)s->sampled));
 	json_object_object_add(o, "samples", json_object_new_int64((int64_t)s->samples));
 	json_object_object_add(o, "sampled_live", json_object_new_int64((int64_t)s->sampled_live));
+	json_object_object_add(o, "temporary_allocations", est_obj(&s->temp_blocks));
+	json_object_object_add(o, "temporary_bytes", est_obj(&s->temp_bytes));
+	json_object_object_add(o, "peak_live_bytes", est_obj(&s->peak_live_bytes));
+	json_object_object_add(o, "sizes", sizes_arr(s->size_blocks, NULL));
 	return o;
 }
 
@@ -93,6 +122,28 @@ static struct json_object *sites_arr(const struct rp_model *m, const uint32_t *o
 	for (size_t i = 0; i < n; i++)
 		json_object_array_add(a, site_obj(m, &m->sites[order[i]], i + 1));
 	return a;
+}
+
+static struct json_object *peak_obj(const struct rp_model *m)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "live_bytes", est_obj(&m->peak_live));
+	json_object_object_add(o, "t_s", json_object_new_double((double)m->peak_us / 1e6));
+	json_object_object_add(o, "sites", sites_arr(m, m->by_peak));
+	return o;
+}
+
+static struct json_object *temporary_obj(const struct rp_model *m)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "threshold_s",
+			       json_object_new_double((double)m->opts.temp_us / 1e6));
+	json_object_object_add(o, "allocations", est_obj(&m->total_temp_blocks));
+	json_object_object_add(o, "bytes", est_obj(&m->total_temp_bytes));
+	json_object_object_add(o, "sites", sites_arr(m, m->by_temp));
+	return o;
 }
 
 static struct json_object *suspects_arr(const struct rp_model *m)
@@ -140,6 +191,58 @@ static struct json_object *timeline_arr(const struct rp_model *m)
 	return a;
 }
 
+/* {"base": {estimate, se}, "new": ..., "change": ...} */
+static struct json_object *change_obj(const struct rp_est *cur, const struct rp_est *base)
+{
+	struct json_object *o = json_object_new_object();
+	struct rp_est d = rp_est_diff(cur, base);
+
+	json_object_object_add(o, "base", est_obj(base));
+	json_object_object_add(o, "new", est_obj(cur));
+	json_object_object_add(o, "change", est_obj(&d));
+	return o;
+}
+
+static struct json_object *changes_arr(const struct rp_model *m, const uint32_t *order)
+{
+	struct json_object *a = json_object_new_array();
+	size_t n = m->nsites < m->opts.top ? m->nsites : m->opts.top;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct rp_site *s = &m->sites[order[i]];
+		struct json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "rank", json_object_new_int64((int64_t)i + 1));
+		json_object_object_add(o, "site", json_object_new_string(s->key));
+		json_object_object_add(o, "bytes", change_obj(&s->bytes, &s->base_bytes));
+		json_object_object_add(o, "allocations", change_obj(&s->blocks, &s->base_blocks));
+		json_object_object_add(o, "live_bytes",
+				       change_obj(&s->live_bytes, &s->base_live_bytes));
+		json_object_object_add(o, "live_allocations",
+				       change_obj(&s->live_blocks, &s->base_live_blocks));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
+static struct json_object *diff_obj(const struct rp_model *m)
+{
+	struct json_object *o = json_object_new_object(), *tot = json_object_new_object();
+
+	json_object_object_add(tot, "bytes", change_obj(&m->total_bytes, &m->base_total_bytes));
+	json_object_object_add(tot, "allocations",
+			       change_obj(&m->total_blocks, &m->base_total_blocks));
+	json_object_object_add(tot, "live_bytes",
+			       change_obj(&m->total_live_bytes, &m->base_total_live_bytes));
+	json_object_object_add(tot, "live_allocations",
+			       change_obj(&m->total_live_blocks, &m->base_total_live_blocks));
+	json_object_object_add(o, "totals", tot);
+	json_object_object_add(o, "sites_by_change_bytes", changes_arr(m, m->by_change_bytes));
+	json_object_object_add(o, "sites_by_change_live_bytes",
+			       changes_arr(m, m->by_change_live));
+	return o;
+}
+
 int rp_print_json(const struct rp_model *m, FILE *f)
 {
 	struct json_object *root = json_object_new_object(), *tot = json_object_new_object();
@@ -151,6 +254,9 @@ int rp_print_json(const struct rp_model *m, FILE *f)
 		return -ENOMEM;
 	}
 	json_object_object_add(root, "traces", traces_obj(m));
+	json_object_object_add(root, "time_origin_us", json_object_new_int64((int64_t)m->t0_us));
+	json_object_object_add(root, "duplicate_traces",
+			       json_object_new_int64((int64_t)m->nduplicates));
 	json_object_object_add(root, "by", json_object_new_string(rp_by_name(m->opts.by)));
 	json_object_object_add(root, "live", json_object_new_boolean(m->opts.live));
 	json_object_object_add(root, "tail_fraction", json_object_new_double(m->opts.tail));
@@ -169,6 +275,10 @@ int rp_print_json(const struct rp_model *m, FILE *f)
 	json_object_object_add(root, "sites_by_allocations", sites_arr(m, m->by_blocks));
 	json_object_object_add(root, "leak_suspects", suspects_arr(m));
 	json_object_object_add(root, "live_heap", timeline_arr(m));
+	json_object_object_add(root, "peak", peak_obj(m));
+	json_object_object_add(root, "temporary", temporary_obj(m));
+	json_object_object_add(root, "sizes", sizes_arr(m->size_blocks, m->size_bytes));
+	json_object_object_add(root, "diff", m->has_base ? diff_obj(m) : NULL);
 	errno = 0;
 	if (fprintf(f, "%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
 						JSON_C_TO_STRING_NOSLASHESCAPE)) < 0 ||

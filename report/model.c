@@ -64,6 +64,8 @@ struct rp_model *rp_model__new(const struct rp_options *opts)
 		m->opts.points = 10;
 	if (m->opts.points > RP_MAX_POINTS)
 		m->opts.points = RP_MAX_POINTS;
+	if (!m->opts.temp_us)
+		m->opts.temp_us = RP_TEMP_US;
 	m->frame_idx = rp_intern__new();
 	m->stack_idx = rp_intern__new();
 	m->site_idx = rp_intern__new();
@@ -90,9 +92,25 @@ static void sites_free(struct rp_model *m)
 	free(m->suspects);
 	free(m->timeline);
 	free(m->stack_vals);
+	free(m->stack_view);
+	free(m->by_change_bytes);
+	free(m->by_change_live);
+	free(m->by_peak);
+	free(m->by_temp);
+	m->by_change_bytes = m->by_change_live = m->by_peak = m->by_temp = NULL;
+	m->stack_view = NULL;
+	m->nstack_view = 0;
 	m->by_bytes = m->by_blocks = m->suspects = NULL;
 	m->timeline = NULL;
 	m->stack_vals = NULL;
+}
+
+static void trace_free(struct rp_trace *t)
+{
+	free(t->path);
+	free(t->executable);
+	free(t->host);
+	free(t->context);
 }
 
 void rp_model__free(struct rp_model *m)
@@ -100,12 +118,8 @@ void rp_model__free(struct rp_model *m)
 	if (!m)
 		return;
 	sites_free(m);
-	for (size_t i = 0; i < m->ntraces; i++) {
-		free(m->traces[i].path);
-		free(m->traces[i].executable);
-		free(m->traces[i].host);
-		free(m->traces[i].context);
-	}
+	for (size_t i = 0; i < m->ntraces; i++)
+		trace_free(&m->traces[i]);
 	free(m->traces);
 	for (size_t i = 0; i < m->nframes; i++) {
 		free(m->frames[i].func);
@@ -142,6 +156,38 @@ static const char *const allocator_prefixes[] = {
 	"mi_zalloc", "mi_new", "mi_heap_malloc", "mi_posix_memalign", "mi_aligned_alloc",
 	"tcmalloc::", "__libc_",
 };
+
+/*
+ * Standard-library allocation wrappers, innermost between the user's code and operator new
+ * (std::__new_allocator<int>::allocate, std::allocator_traits<...>::allocate,
+ * std::_Vector_base<...>::_M_allocate, and the container member that called them,
+ * std::vector<int>::_M_default_append): every frame of namespace std or __gnu_cxx, with or
+ * without a return type printed before it, and every frame of a libstdc++ header.
+ */
+static bool is_std_frame(const char *func, const char *file)
+{
+	const char *name = func;
+
+	if (strstr(file, "/include/c++/"))
+		return true;
+	/* "void std::vector<int>::_M_realloc_insert<int>(...)": skip the return type's words */
+	for (int i = 0; i < 3; i++) {
+		size_t n = strcspn(name, " <(");
+
+		if (name[n] != ' ' || memmem(name, n, "::", 2))
+			break;
+		name += n + 1;
+	}
+	return !strncmp(name, "std::", 5) || !strncmp(name, "__gnu_cxx::", 11) ||
+	       strstr(name, "::_M_allocate") || strstr(name, "::_M_create(");
+}
+
+/* Frames of our preload library (libmemprof-preload.so) and its sources. */
+static bool is_preload_frame(const char *file, const char *object)
+{
+	return !strncmp(object, "libmemprof-preload", 18) ||
+	       strstr(file, "userspace-lib/preload/") || !strncmp(file, "libmemprof-preload", 18);
+}
 
 static bool is_allocator(const char *func)
 {
@@ -278,7 +324,8 @@ static int64_t frame_intern(struct rp_model *m, const char *func, const char *fi
 	f->object = object;
 	f->line = line;
 	f->code = k.code;
-	f->allocator = k.func[0] && is_allocator(k.func);
+	f->allocator = (k.func[0] && (is_allocator(k.func) || is_std_frame(k.func, k.file))) ||
+		       is_preload_frame(k.file, object);
 	if (!f->func || !f->file) {
 		free(f->func);
 		free(f->file);
@@ -350,7 +397,7 @@ static int64_t stack_intern(struct rp_model *m, const uint32_t *frames, uint32_t
 	memcpy(&m->stack_frames[s->off], frames, len * sizeof(uint32_t));
 	m->nstack_frames += len;
 	s->eff_len = len;
-	while (s->eff_len > 1 && m->frames[frames[s->eff_len - 1]].allocator)
+	while (!m->opts.no_trim && s->eff_len > 1 && m->frames[frames[s->eff_len - 1]].allocator)
 		s->eff_len--;
 	err = rp_intern__add(m->stack_idx, h, (uint32_t)m->nstacks);
 	if (err)
@@ -509,6 +556,8 @@ static int load_events(struct loader *l, char *err, size_t errlen)
 			ret = rp_u64map__put(l->ids, ev.id, (uint32_t)m->nblocks);
 			if (ret)
 				return ret;
+			t->digest = rp_hash_mix(rp_hash_mix(rp_hash_mix(rp_hash_mix(t->digest,
+				ev.time_us), ev.length), ev.nsamples), (uint64_t)st);
 			m->nblocks++;
 			t->nblocks++;
 			t->sum_nsamples += ev.nsamples;
@@ -521,6 +570,8 @@ static int load_events(struct loader *l, char *err, size_t errlen)
 				break;
 			}
 			m->blocks[bi].t_free = ev.time_us;
+			t->digest = rp_hash_mix(rp_hash_mix(t->digest, ev.time_us),
+						 bi - t->first_block);
 			t->collects++;
 			break;
 		case MEMPROF_EV_PROMOTE:
@@ -548,12 +599,25 @@ static void loader_warn(void *ctx, uint64_t offset, const char *msg)
 		(unsigned long long)offset, msg);
 }
 
+/* An earlier trace with the same pid, host, start time and events as @t, or NULL. */
+static const struct rp_trace *same_trace(const struct rp_model *m, const struct rp_trace *t)
+{
+	for (const struct rp_trace *o = m->traces; o < t; o++)
+		if (o->base == t->base && o->pid == t->pid && o->start_us == t->start_us &&
+		    o->end_us == t->end_us && o->nblocks == t->nblocks &&
+		    o->collects == t->collects && o->digest == t->digest && o->rate == t->rate &&
+		    !strcmp(o->host, t->host) && !strcmp(o->executable, t->executable))
+			return o;
+	return NULL;
+}
+
 static char *dup_or_empty(const char *s)
 {
 	return strdup(s ? s : "");
 }
 
-int rp_model__load(struct rp_model *m, const char *path, char *err, size_t errlen)
+static int load_trace(struct rp_model *m, const char *path, bool base, char *err,
+		      size_t errlen)
 {
 	struct memprof_reader_opts ropts = { .sz = sizeof(ropts), .strict = 1 };
 	const struct memprof_trace_info *info;
@@ -572,6 +636,7 @@ int rp_model__load(struct rp_model *m, const char *path, char *err, size_t errle
 	t->path = strdup(path);
 	if (!t->path)
 		return -ENOMEM;
+	t->base = base;
 	m->ntraces++;
 	t->first_block = m->nblocks;
 	l.t = t;
@@ -613,6 +678,21 @@ int rp_model__load(struct rp_model *m, const char *path, char *err, size_t errle
 	}
 	ret = load_events(&l, err, errlen);
 	t->warnings = memprof_reader__warnings(l.r);
+	if (!ret) {
+		const struct rp_trace *o = same_trace(m, t);
+
+		if (o) {
+			/* Its frames and stacks stay interned: without blocks, they weigh
+			 * nothing. */
+			fprintf(stderr, "memprofctl report: warning: '%s' is the same trace as "
+				"'%s' (pid %llu, same start time and events): counted once\n",
+				t->path, o->path, (unsigned long long)t->pid);
+			m->nblocks = t->first_block;
+			trace_free(t);
+			m->ntraces--;
+			m->nduplicates++;
+		}
+	}
 out:
 	if (ret == -ENOMEM && !err[0])
 		snprintf(err, errlen, "out of memory");
@@ -622,6 +702,20 @@ out:
 	free(l.code_ranges);
 	free(l.code_frames);
 	free(l.tmp);
+	return ret;
+}
+
+int rp_model__load(struct rp_model *m, const char *path, char *err, size_t errlen)
+{
+	return load_trace(m, path, false, err, errlen);
+}
+
+int rp_model__load_base(struct rp_model *m, const char *path, char *err, size_t errlen)
+{
+	int ret = load_trace(m, path, true, err, errlen);
+
+	if (!ret)
+		m->has_base = true;
 	return ret;
 }
 
@@ -779,35 +873,137 @@ static int cmp_suspects(const void *a, const void *b, void *ctx)
 	return strcmp(x->key, y->key);
 }
 
+static int cmp_est_desc(const struct rp_est *x, const struct rp_est *y, const char *kx,
+			const char *ky)
+{
+	if (x->est != y->est)
+		return x->est > y->est ? -1 : 1;
+	return strcmp(kx, ky);
+}
+
+static int cmp_temp(const void *a, const void *b, void *ctx)
+{
+	const struct rp_model *sm = ctx;
+	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
+	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
+
+	return cmp_est_desc(&x->temp_blocks, &y->temp_blocks, x->key, y->key);
+}
+
+static int cmp_peak(const void *a, const void *b, void *ctx)
+{
+	const struct rp_model *sm = ctx;
+	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
+	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
+
+	return cmp_est_desc(&x->peak_live_bytes, &y->peak_live_bytes, x->key, y->key);
+}
+
+unsigned int rp_size_class(double bytes)
+{
+	unsigned int k = 0;
+
+	while (k + 1 < RP_SIZE_CLASSES && bytes > rp_size_class_max(k))
+		k++;
+	return k;
+}
+
+double rp_size_class_max(unsigned int k)
+{
+	return k + 1 < RP_SIZE_CLASSES ? ldexp(8, (int)k) : ldexp(8, (int)k - 1);
+}
+
+/* By the size of the change, growth first between equal sizes, then by name. */
+static int cmp_change(double dx, double dy, const char *kx, const char *ky)
+{
+	if (fabs(dx) != fabs(dy))
+		return fabs(dx) > fabs(dy) ? -1 : 1;
+	if (dx != dy)
+		return dx > dy ? -1 : 1;
+	return strcmp(kx, ky);
+}
+
+static int cmp_change_bytes(const void *a, const void *b, void *ctx)
+{
+	const struct rp_model *sm = ctx;
+	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
+	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
+
+	return cmp_change(x->bytes.est - x->base_bytes.est, y->bytes.est - y->base_bytes.est,
+			  x->key, y->key);
+}
+
+static int cmp_change_live(const void *a, const void *b, void *ctx)
+{
+	const struct rp_model *sm = ctx;
+	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
+	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
+
+	return cmp_change(x->live_bytes.est - x->base_live_bytes.est,
+			  y->live_bytes.est - y->base_live_bytes.est, x->key, y->key);
+}
+
 static void est_add(struct rp_est *e, double est, double var)
 {
 	e->est += est;
 	e->var += var;
 }
 
-/* Windows per trace: [since, min(until, end)], young after the last @tail of it. */
+/* A time on the report's axis (µs from t0_us) as µs from @t's start, clamped at 0. */
+static uint64_t axis_to_trace(const struct rp_model *m, const struct rp_trace *t, uint64_t v)
+{
+	uint64_t abs = (t->base ? m->base_t0_us : m->t0_us) + v;
+
+	return abs > t->start_us ? abs - t->start_us : 0;
+}
+
+/*
+ * Windows per trace: [since, min(until, end)], young after the last @tail of it. --since and
+ * --until are on one axis for all traces, from the earliest trace's start.
+ */
 static void set_windows(struct rp_model *m)
 {
+	const struct rp_trace *first = NULL;
+
+	m->t0_us = m->base_t0_us = UINT64_MAX;
+	for (size_t i = 0; i < m->ntraces; i++) {
+		uint64_t *t0 = m->traces[i].base ? &m->base_t0_us : &m->t0_us;
+
+		if (m->traces[i].start_us < *t0)
+			*t0 = m->traces[i].start_us;
+	}
+	if (m->t0_us == UINT64_MAX)
+		m->t0_us = m->base_t0_us;
+	m->same_window = true;
 	for (size_t i = 0; i < m->ntraces; i++) {
 		struct rp_trace *t = &m->traces[i];
+		uint64_t t0 = t->base ? m->base_t0_us : m->t0_us;
+		uint64_t since = m->opts.has_since ? axis_to_trace(m, t, m->opts.since_us) : 0;
 
 		/* The window opens at the first allocation: a trace often starts (attach,
 		 * exec) well before the program allocates, and the leak tail is a fraction of
 		 * the time the program actually ran. */
-		t->win_start = m->opts.has_since ? m->opts.since_us : 0;
+		t->win_start = since;
 		if (t->nblocks && t->first_alloc_us > t->win_start)
 			t->win_start = t->first_alloc_us;
 		t->win_end = t->end_us;
-		if (m->opts.has_since && m->opts.since_us >= t->end_us)
+		if (m->opts.has_since && since >= t->end_us)
 			fprintf(stderr, "memprofctl report: warning: '%s' ends at %.3f s, before "
 				"--since: nothing of it is in the window\n", t->path,
-				(double)t->end_us / 1e6);
-		if (m->opts.has_until && m->opts.until_us < t->win_end)
-			t->win_end = m->opts.until_us;
+				(double)(t->start_us - t0 + t->end_us) / 1e6);
+		if (m->opts.has_until && axis_to_trace(m, t, m->opts.until_us) < t->win_end)
+			t->win_end = axis_to_trace(m, t, m->opts.until_us);
 		if (t->win_end < t->win_start)
 			t->win_end = t->win_start;
 		t->young_after = t->win_end -
 				 (uint64_t)(m->opts.tail * (double)(t->win_end - t->win_start));
+		if (t->base)
+			continue;
+		if (!first)
+			first = t;
+		if (t->start_us + t->win_start != first->start_us + first->win_start ||
+		    t->start_us + t->win_end != first->start_us + first->win_end)
+			m->same_window = false;
 	}
 }
 
@@ -834,12 +1030,14 @@ bool rp_model__span(const struct rp_model *m, uint64_t *t0, uint64_t *t1)
 	for (size_t i = 0; i < m->ntraces; i++) {
 		const struct rp_trace *t = &m->traces[i];
 
+		if (t->base)
+			continue;
 		if (t->start_us + t->win_start < *t0)
 			*t0 = t->start_us + t->win_start;
 		if (t->start_us + t->win_end > *t1)
 			*t1 = t->start_us + t->win_end;
 	}
-	return m->ntraces && *t1 >= *t0;
+	return *t0 != UINT64_MAX && *t1 >= *t0;
 }
 
 static int build_timeline(struct rp_model *m)
@@ -867,7 +1065,7 @@ static int build_timeline(struct rp_model *m)
 	for (size_t i = 0; i < m->nblocks; i++) {
 		const struct rp_block *b = &m->blocks[i];
 		const struct rp_trace *t = &m->traces[b->trace];
-		uint64_t a, e;
+		uint64_t a;
 		size_t ka, ke;
 		double est, var;
 
@@ -876,14 +1074,12 @@ static int build_timeline(struct rp_model *m)
 		/* Live at p: alloc <= p < free, and p within the trace's window. */
 		a = t->start_us + b->t_alloc;
 		ka = lower_bound(pts, k, a);
-		e = t->start_us + t->win_end;
-		ke = lower_bound(pts, k, e + 1);	/* points <= window end */
-		if (b->t_free != RP_NO_FREE) {
-			size_t kf = lower_bound(pts, k, t->start_us + b->t_free);
-
-			if (kf < ke)
-				ke = kf;
-		}
+		/* A block live at its trace's window end stays counted to the last point,
+		 * so that point is "live at end" (a trace that ended earlier keeps what it
+		 * had live then); a block freed in the window counts until its free. */
+		ke = k;
+		if (b->t_free != RP_NO_FREE && b->t_free <= t->win_end)
+			ke = lower_bound(pts, k, t->start_us + b->t_free);
 		if (ka >= ke)
 			continue;
 		est = (double)b->nsamples / t->rate * t->word_bytes;
@@ -900,15 +1096,182 @@ static int build_timeline(struct rp_model *m)
 		for (size_t i = 0; i < k; i++) {
 			ce += d_est[i];
 			cv += d_var[i];
-			m->timeline[i].t_s = (double)(pts[i] - t0) / 1e6;
+			m->timeline[i].t_s = (double)(pts[i] - m->t0_us) / 1e6;
 			m->timeline[i].live_bytes.est = ce < 0 ? 0 : ce;
 			m->timeline[i].live_bytes.var = cv < 0 ? 0 : cv;
 		}
+		/* The same blocks as total_live_bytes: equal up to rounding, made exact. */
+		m->timeline[k - 1].live_bytes = m->total_live_bytes;
 	}
 	m->npoints = k;
 	free(pts);
 	free(d_est);
 	free(d_var);
+	return 0;
+}
+
+/* Does frame @fi's function, file or object match @re? */
+static bool frame_matches(const struct rp_model *m, uint32_t fi, const regex_t *re)
+{
+	const struct rp_frame *f = &m->frames[fi];
+	char buf[32];
+
+	return !regexec(re, rp_frame__name(m, fi, buf, sizeof(buf)), 0, NULL, 0) ||
+	       (f->file[0] && !regexec(re, f->file, 0, NULL, 0)) ||
+	       !regexec(re, f->object, 0, NULL, 0);
+}
+
+/*
+ * The stack @si becomes under the filters (pprof's order and rules: focus and ignore look at
+ * the whole stack, hide removes frames, then show_from cuts above the outermost match), into
+ * *@out, or -1 when they drop it. Returns 0 or -errno.
+ */
+static int filter_stack(struct rp_model *m, uint32_t si, uint32_t **tmp, size_t *cap,
+			int64_t *out)
+{
+	const struct rp_options *o = &m->opts;
+	const struct rp_stack st = m->stacks[si];	/* interning may move m->stacks */
+	bool focused = !o->focus;
+	uint32_t n = 0, from = 0;
+	int64_t r;
+
+	*out = -1;
+	if (grow((void **)tmp, cap, st.len ? st.len : 1, sizeof(**tmp)))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < st.len; i++) {
+		uint32_t fi = m->stack_frames[st.off + i];
+
+		if (o->ignore && frame_matches(m, fi, o->ignore))
+			return 0;
+		if (o->focus && !focused && frame_matches(m, fi, o->focus))
+			focused = true;
+		if (o->hide && frame_matches(m, fi, o->hide))
+			continue;
+		(*tmp)[n++] = fi;
+	}
+	if (!focused || !n)
+		return 0;
+	if (o->show_from) {
+		while (from < n && !frame_matches(m, (*tmp)[from], o->show_from))
+			from++;
+		if (from == n)
+			return 0;
+	}
+	r = stack_intern(m, *tmp + from, n - from);
+	if (r < 0)
+		return (int)r;
+	*out = r;
+	return 0;
+}
+
+static int build_views(struct rp_model *m)
+{
+	const struct rp_options *o = &m->opts;
+	bool any = o->focus || o->ignore || o->hide || o->show_from;
+	size_t n0 = m->nstacks;
+	uint32_t *tmp = NULL;
+	size_t cap = 0;
+	int err = 0;
+
+	m->stack_view = malloc((n0 ? n0 : 1) * sizeof(*m->stack_view));
+	if (!m->stack_view)
+		return -ENOMEM;
+	m->nstack_view = n0;
+	for (size_t i = 0; i < n0 && !err; i++) {
+		m->stack_view[i] = (int64_t)i;
+		if (any)
+			err = filter_stack(m, (uint32_t)i, &tmp, &cap, &m->stack_view[i]);
+	}
+	free(tmp);
+	return err;
+}
+
+struct peak_ev {
+	uint64_t t;		/* µs on the axis */
+	uint32_t block;
+	bool alloc;
+};
+
+static int cmp_peak_ev(const void *a, const void *b)
+{
+	const struct peak_ev *x = a, *y = b;
+
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return x->alloc - y->alloc;	/* frees first at the same time */
+}
+
+/* The block's estimated bytes and variance (its trace's λ). */
+static void block_bytes(const struct rp_model *m, const struct rp_block *b, double *est,
+			double *var)
+{
+	const struct rp_trace *t = &m->traces[b->trace];
+	double n = (double)b->nsamples;
+
+	*est = n / t->rate * t->word_bytes;
+	*var = (1 - t->rate) * n / (t->rate * t->rate) * t->word_bytes * t->word_bytes;
+}
+
+/* Is block @b counted (in its window, not a base, kept by the filters)? */
+static bool block_counted(const struct rp_model *m, const struct rp_block *b)
+{
+	const struct rp_trace *t = &m->traces[b->trace];
+
+	return !t->base && b->t_alloc >= t->win_start && b->t_alloc <= t->win_end &&
+	       m->stack_view[b->stack] >= 0;
+}
+
+/*
+ * The peak of the estimated live heap: the live bytes just after each sampled allocation on
+ * the axis (blocks live at their trace's window end stay counted, as in the timeline), the
+ * largest of them, and each site's live bytes at that moment.
+ */
+static int build_peak(struct rp_model *m, const int64_t *stack_site)
+{
+	struct peak_ev *ev = malloc((2 * m->nblocks + 1) * sizeof(*ev));
+	double cur = 0, cur_var = 0;
+	size_t n = 0;
+
+	if (!ev)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->nblocks; i++) {
+		const struct rp_block *b = &m->blocks[i];
+		const struct rp_trace *t = &m->traces[b->trace];
+
+		if (!block_counted(m, b))
+			continue;
+		ev[n++] = (struct peak_ev){ t->start_us + b->t_alloc - m->t0_us, (uint32_t)i,
+					    true };
+		if (b->t_free != RP_NO_FREE && b->t_free <= t->win_end)
+			ev[n++] = (struct peak_ev){ t->start_us + b->t_free - m->t0_us, (uint32_t)i,
+						    false };
+	}
+	qsort(ev, n, sizeof(*ev), cmp_peak_ev);
+	for (size_t i = 0; i < n; i++) {
+		double e, v;
+
+		block_bytes(m, &m->blocks[ev[i].block], &e, &v);
+		cur += ev[i].alloc ? e : -e;
+		cur_var += ev[i].alloc ? v : -v;
+		if (ev[i].alloc && cur > m->peak_live.est) {
+			m->peak_live.est = cur;
+			m->peak_live.var = cur_var > 0 ? cur_var : 0;
+			m->peak_us = ev[i].t;
+		}
+	}
+	free(ev);
+	for (size_t i = 0; i < m->nblocks; i++) {
+		const struct rp_block *b = &m->blocks[i];
+		const struct rp_trace *t = &m->traces[b->trace];
+		double e, v;
+
+		if (!block_counted(m, b) || t->start_us + b->t_alloc - m->t0_us > m->peak_us ||
+		    (b->t_free != RP_NO_FREE && b->t_free <= t->win_end &&
+		     t->start_us + b->t_free - m->t0_us <= m->peak_us))
+			continue;
+		block_bytes(m, b, &e, &v);
+		est_add(&m->sites[stack_site[m->stack_view[b->stack]]].peak_live_bytes, e, v);
+	}
 	return 0;
 }
 
@@ -920,6 +1283,11 @@ int rp_model__analyze(struct rp_model *m)
 	sites_free(m);
 	rp_intern__free(m->site_idx);
 	m->site_idx = rp_intern__new();
+	m->filtered_out = 0;
+	err = build_views(m);
+	if (err)
+		return err;
+	err = -ENOMEM;
 	m->stack_vals = calloc(m->nstacks ? m->nstacks : 1, sizeof(*m->stack_vals));
 	stack_site = malloc((m->nstacks ? m->nstacks : 1) * sizeof(*stack_site));
 	if (!m->site_idx || !m->stack_vals || !stack_site)
@@ -931,6 +1299,16 @@ int rp_model__analyze(struct rp_model *m)
 	memset(&m->total_live_bytes, 0, sizeof(m->total_live_bytes));
 	memset(&m->total_live_blocks, 0, sizeof(m->total_live_blocks));
 	m->total_sampled = m->total_samples = m->total_sampled_live = 0;
+	memset(&m->total_temp_bytes, 0, sizeof(m->total_temp_bytes));
+	memset(&m->total_temp_blocks, 0, sizeof(m->total_temp_blocks));
+	memset(m->size_blocks, 0, sizeof(m->size_blocks));
+	memset(m->size_bytes, 0, sizeof(m->size_bytes));
+	memset(&m->peak_live, 0, sizeof(m->peak_live));
+	m->peak_us = 0;
+	memset(&m->base_total_bytes, 0, sizeof(m->base_total_bytes));
+	memset(&m->base_total_blocks, 0, sizeof(m->base_total_blocks));
+	memset(&m->base_total_live_bytes, 0, sizeof(m->base_total_live_bytes));
+	memset(&m->base_total_live_blocks, 0, sizeof(m->base_total_live_blocks));
 	set_windows(m);
 
 	for (size_t i = 0; i < m->nblocks; i++) {
@@ -942,33 +1320,69 @@ int rp_model__analyze(struct rp_model *m)
 		double p = lam >= 1 ? 1 : -expm1(w * log1p(-lam));
 		double eb = n / lam * wb, vb = (1 - lam) * n / (lam * lam) * wb * wb;
 		double ec = 1 / p, vc = (1 - p) / (p * p);
+		int64_t vi = m->stack_view[b->stack];
+		unsigned int cls;
 		struct rp_stackval *sv;
 		struct rp_site *s;
 		bool live;
 
 		if (b->t_alloc < t->win_start || b->t_alloc > t->win_end)
 			continue;
-		if (stack_site[b->stack] < 0) {
-			stack_site[b->stack] = site_intern(m, b->stack);
-			if (stack_site[b->stack] < 0) {
-				err = (int)stack_site[b->stack];
+		if (vi < 0) {
+			m->filtered_out++;
+			continue;
+		}
+		if (stack_site[vi] < 0) {
+			stack_site[vi] = site_intern(m, (uint32_t)vi);
+			if (stack_site[vi] < 0) {
+				err = (int)stack_site[vi];
 				goto out;
 			}
-			m->stacks[b->stack].site = (uint32_t)stack_site[b->stack];
+			m->stacks[vi].site = (uint32_t)stack_site[vi];
 		}
-		s = &m->sites[stack_site[b->stack]];
+		s = &m->sites[stack_site[vi]];
 		live = b->t_free == RP_NO_FREE || b->t_free > t->win_end;
+		sv = &m->stack_vals[vi];
+		if (t->base) {
+			est_add(&s->base_bytes, eb, vb);
+			est_add(&s->base_blocks, ec, vc);
+			est_add(&m->base_total_bytes, eb, vb);
+			est_add(&m->base_total_blocks, ec, vc);
+			sv->base_bytes += eb;
+			sv->base_blocks += ec;
+			sv->base_bytes_var += vb;
+			if (live) {
+				est_add(&s->base_live_bytes, eb, vb);
+				est_add(&s->base_live_blocks, ec, vc);
+				est_add(&m->base_total_live_bytes, eb, vb);
+				est_add(&m->base_total_live_blocks, ec, vc);
+				sv->base_live_bytes += eb;
+				sv->base_live_blocks += ec;
+				sv->base_live_bytes_var += vb;
+			}
+			continue;
+		}
 		est_add(&s->bytes, eb, vb);
 		est_add(&s->blocks, ec, vc);
+		cls = rp_size_class((double)b->length * wb);
+		est_add(&s->size_blocks[cls], ec, vc);
+		est_add(&m->size_blocks[cls], ec, vc);
+		est_add(&m->size_bytes[cls], eb, vb);
+		if (!live && b->t_free - b->t_alloc <= m->opts.temp_us) {
+			est_add(&s->temp_bytes, eb, vb);
+			est_add(&s->temp_blocks, ec, vc);
+			est_add(&m->total_temp_bytes, eb, vb);
+			est_add(&m->total_temp_blocks, ec, vc);
+		}
 		est_add(&m->total_bytes, eb, vb);
 		est_add(&m->total_blocks, ec, vc);
 		s->sampled++;
 		s->samples += b->nsamples;
 		m->total_sampled++;
 		m->total_samples += b->nsamples;
-		sv = &m->stack_vals[b->stack];
 		sv->bytes += eb;
 		sv->blocks += ec;
+		sv->bytes_var += vb;
 		if (live) {
 			est_add(&s->live_bytes, eb, vb);
 			est_add(&s->live_blocks, ec, vc);
@@ -976,6 +1390,7 @@ int rp_model__analyze(struct rp_model *m)
 			est_add(&m->total_live_blocks, ec, vc);
 			sv->live_bytes += eb;
 			sv->live_blocks += ec;
+			sv->live_bytes_var += vb;
 			s->sampled_live++;
 			m->total_sampled_live++;
 			if (push_u64(&s->ages, &s->nages, &s->cap_ages, t->win_end - b->t_alloc))
@@ -993,16 +1408,23 @@ int rp_model__analyze(struct rp_model *m)
 		}
 	}
 
+	m->by_peak = malloc((m->nsites ? m->nsites : 1) * sizeof(uint32_t));
+	m->by_temp = malloc((m->nsites ? m->nsites : 1) * sizeof(uint32_t));
+	m->by_change_bytes = malloc((m->nsites ? m->nsites : 1) * sizeof(uint32_t));
+	m->by_change_live = malloc((m->nsites ? m->nsites : 1) * sizeof(uint32_t));
 	m->by_bytes = malloc((m->nsites ? m->nsites : 1) * sizeof(*m->by_bytes));
 	m->by_blocks = malloc((m->nsites ? m->nsites : 1) * sizeof(*m->by_blocks));
 	m->suspects = malloc((m->nsites ? m->nsites : 1) * sizeof(*m->suspects));
-	if (!m->by_bytes || !m->by_blocks || !m->suspects)
+	if (!m->by_bytes || !m->by_blocks || !m->suspects || !m->by_change_bytes ||
+	    !m->by_change_live || !m->by_peak || !m->by_temp)
 		goto out;
 	m->nsuspects = 0;
 	for (size_t i = 0; i < m->nsites; i++) {
 		struct rp_site *s = &m->sites[i];
 
 		m->by_bytes[i] = m->by_blocks[i] = (uint32_t)i;
+		m->by_change_bytes[i] = m->by_change_live[i] = (uint32_t)i;
+		m->by_peak[i] = m->by_temp[i] = (uint32_t)i;
 		if (s->sampled_old_live)
 			m->suspects[m->nsuspects++] = (uint32_t)i;
 		if (s->nlifetimes)
@@ -1017,7 +1439,14 @@ int rp_model__analyze(struct rp_model *m)
 	qsort_r(m->by_bytes, m->nsites, sizeof(uint32_t), cmp_bytes, m);
 	qsort_r(m->by_blocks, m->nsites, sizeof(uint32_t), cmp_blocks, m);
 	qsort_r(m->suspects, m->nsuspects, sizeof(uint32_t), cmp_suspects, m);
+	qsort_r(m->by_change_bytes, m->nsites, sizeof(uint32_t), cmp_change_bytes, m);
+	qsort_r(m->by_change_live, m->nsites, sizeof(uint32_t), cmp_change_live, m);
+	qsort_r(m->by_temp, m->nsites, sizeof(uint32_t), cmp_temp, m);
 	err = build_timeline(m);
+	if (!err)
+		err = build_peak(m, stack_site);
+	if (!err)
+		qsort_r(m->by_peak, m->nsites, sizeof(uint32_t), cmp_peak, m);
 out:
 	free(stack_site);
 	return err;

@@ -23,6 +23,7 @@ typedef Perftools__Profiles__Mapping Mapping;
 typedef Perftools__Profiles__Location Location;
 typedef Perftools__Profiles__Line Line;
 typedef Perftools__Profiles__Function Function;
+typedef Perftools__Profiles__Label Label;
 
 struct strtab {
 	char **s;
@@ -126,6 +127,8 @@ struct pp {
 	int64_t *comments;
 	int64_t *frame_func;	/* frame -> function index */
 	int64_t *frame_map;	/* frame -> mapping index */
+	Label base_label;	/* pprof::base=true on the negated samples of a difference */
+	Label *base_labelp[1];
 };
 
 static void pp_free(struct pp *p)
@@ -291,6 +294,34 @@ static int pp_locations(struct pp *p, const struct rp_model *m, Profile *prof)
 	return 0;
 }
 
+/* The sample of stack @i with its four values (multiplied by @sign), leaf first. */
+static void pp_sample(struct pp *p, const struct rp_model *m, size_t i, const double v[4],
+		      double sign, size_t ns, size_t *nloc)
+{
+	const struct rp_stack *s = &m->stacks[i];
+	Sample *sm = &p->samples[ns];
+
+	perftools__profiles__sample__init(sm);
+	sm->location_id = &p->loc_ids[*nloc];
+	for (uint32_t k = s->eff_len; k-- > 0;)	/* leaf first */
+		p->loc_ids[(*nloc)++] = (uint64_t)m->stack_frames[s->off + k] + 1;
+	sm->n_location_id = s->eff_len;
+	sm->value = &p->values[ns * 4];
+	sm->n_value = 4;
+	for (int k = 0; k < 4; k++)
+		sm->value[k] = (int64_t)sign * clamp_i64(v[k]);
+	if (sign < 0) {
+		sm->n_label = 1;
+		sm->label = p->base_labelp;
+	}
+	p->samplep[ns] = sm;
+}
+
+/*
+ * One sample per stack with estimates; with a base (--base), the base's samples follow with
+ * their values negated and the label pprof::base=true, as `pprof -diff_base` builds a
+ * difference, so every pprof view shows new - base.
+ */
 static int pp_samples(struct pp *p, const struct rp_model *m, Profile *prof)
 {
 	size_t ns = 0, nloc = 0;
@@ -302,6 +333,10 @@ static int pp_samples(struct pp *p, const struct rp_model *m, Profile *prof)
 			ns++;
 			nloc += m->stacks[i].eff_len;
 		}
+		if (v->base_bytes > 0 || v->base_blocks > 0) {
+			ns++;
+			nloc += m->stacks[i].eff_len;
+		}
 	}
 	p->samples = calloc(ns ? ns : 1, sizeof(*p->samples));
 	p->samplep = calloc(ns ? ns : 1, sizeof(*p->samplep));
@@ -309,26 +344,23 @@ static int pp_samples(struct pp *p, const struct rp_model *m, Profile *prof)
 	p->values = calloc((ns ? ns : 1) * 4, sizeof(*p->values));
 	if (!p->samples || !p->samplep || !p->loc_ids || !p->values)
 		return -ENOMEM;
+	perftools__profiles__label__init(&p->base_label);
+	p->base_label.key = strtab_get(&p->st, "pprof::base");
+	p->base_label.str = strtab_get(&p->st, "true");
+	if (p->base_label.key < 0 || p->base_label.str < 0)
+		return -ENOMEM;
+	p->base_labelp[0] = &p->base_label;
 	ns = nloc = 0;
 	for (size_t i = 0; i < m->nstacks; i++) {
 		const struct rp_stackval *v = &m->stack_vals[i];
-		const struct rp_stack *s = &m->stacks[i];
-		Sample *sm = &p->samples[ns];
+		const double cur[4] = { v->blocks, v->bytes, v->live_blocks, v->live_bytes };
+		const double base[4] = { v->base_blocks, v->base_bytes, v->base_live_blocks,
+					 v->base_live_bytes };
 
-		if (!(v->bytes > 0 || v->blocks > 0))
-			continue;
-		perftools__profiles__sample__init(sm);
-		sm->location_id = &p->loc_ids[nloc];
-		for (uint32_t k = s->eff_len; k-- > 0;)	/* leaf first */
-			p->loc_ids[nloc++] = (uint64_t)m->stack_frames[s->off + k] + 1;
-		sm->n_location_id = s->eff_len;
-		sm->value = &p->values[ns * 4];
-		sm->n_value = 4;
-		sm->value[0] = clamp_i64(v->blocks);
-		sm->value[1] = clamp_i64(v->bytes);
-		sm->value[2] = clamp_i64(v->live_blocks);
-		sm->value[3] = clamp_i64(v->live_bytes);
-		p->samplep[ns++] = sm;
+		if (v->bytes > 0 || v->blocks > 0)
+			pp_sample(p, m, i, cur, 1, ns++, &nloc);
+		if (v->base_bytes > 0 || v->base_blocks > 0)
+			pp_sample(p, m, i, base, -1, ns++, &nloc);
 	}
 	prof->n_sample = ns;
 	prof->sample = p->samplep;

@@ -20,6 +20,7 @@
 #define MEMPROF_REPORT_H
 
 #include <math.h>
+#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +34,8 @@
 #define RP_MAX_TRACES	1024u
 #define RP_MAX_POINTS	1000u		/* live-heap timeline points */
 #define RP_NO_FREE	UINT64_MAX
+#define RP_SIZE_CLASSES	30u		/* block sizes: <= 8 B, <= 16 B, ..., <= 2 GiB, more */
+#define RP_TEMP_US	1000u		/* default --temporary-threshold: 1 ms */
 
 enum rp_by {
 	RP_BY_FUNCTION,
@@ -53,13 +56,15 @@ struct rp_frame {
 	char *object;		/* object basename, or the executable's when the file is a source */
 	uint32_t line;
 	uint64_t code;		/* the location code (for frames without a location) */
-	bool allocator;		/* malloc, operator new, ...: skipped at the innermost end */
+	bool allocator;		/* malloc, operator new, std:: allocation wrappers, the preload
+				 * library: skipped at the innermost end unless --no-trim */
 };
 
 struct rp_stack {
 	uint32_t off;		/* into model.stack_frames */
 	uint32_t len;		/* frames, outermost first */
-	uint32_t eff_len;	/* without innermost allocator frames (at least 1 if len > 0) */
+	uint32_t eff_len;	/* without innermost allocator frames (at least 1 if len > 0),
+				 * all of them with --no-trim */
 	uint32_t site;		/* filled by rp_model__analyze */
 };
 
@@ -89,6 +94,8 @@ struct rp_trace {
 	size_t nblocks;
 	uint64_t collects, promotes, unmatched_collects, warnings;
 	uint64_t sum_nsamples, sum_length;
+	uint64_t digest;	/* a hash of every event (time, kind, size, samples, stack) */
+	bool base;		/* a trace of the base (--base): subtracted, on its own axis */
 	/* The analysis window of this trace, µs since start (from the first allocation or
 	 * --since, to the last event or --until), and the leak-tail cutoff. */
 	uint64_t win_start, win_end, young_after;
@@ -101,6 +108,10 @@ struct rp_site {
 	struct rp_est bytes, blocks;		/* allocated in the window */
 	struct rp_est live_bytes, live_blocks;	/* still live at the window's end */
 	struct rp_est old_live_bytes, old_live_blocks;	/* live and not young */
+	struct rp_est base_bytes, base_blocks, base_live_bytes, base_live_blocks;	/* --base */
+	struct rp_est temp_bytes, temp_blocks;	/* freed within the temporary threshold */
+	struct rp_est peak_live_bytes;		/* live at the peak (rp_model.peak_us) */
+	struct rp_est size_blocks[RP_SIZE_CLASSES];	/* allocations per size class */
 	uint64_t sampled, samples, sampled_live, sampled_old_live, sampled_freed;
 	/* Lifetimes of freed sampled blocks and ages of live ones at the window end, in µs. */
 	uint64_t *lifetimes;
@@ -112,10 +123,14 @@ struct rp_site {
 
 struct rp_stackval {
 	double bytes, blocks, live_bytes, live_blocks;
+	double bytes_var, live_bytes_var;
+	/* the same over the base traces (--base) */
+	double base_bytes, base_blocks, base_live_bytes, base_live_blocks;
+	double base_bytes_var, base_live_bytes_var;
 };
 
 struct rp_point {
-	double t_s;			/* seconds since the earliest window start */
+	double t_s;			/* seconds since the time axis' origin (rp_model.t0_us) */
 	struct rp_est live_bytes;
 };
 
@@ -124,10 +139,17 @@ struct rp_options {
 	unsigned int top;
 	bool live;			/* rank, flame graph and pprof default by live bytes */
 	bool has_since, has_until;
-	uint64_t since_us, until_us;	/* from each trace's start */
+	uint64_t since_us, until_us;	/* from the earliest trace's start (rp_model.t0_us) */
 	double tail;			/* fraction of the window treated as young (leaks) */
 	unsigned int points;		/* live-heap timeline points */
 	bool progress;			/* print read progress on stderr */
+	bool no_trim;			/* name sites by the innermost frame, allocator or not */
+	/* pprof's filters on frames (function, file or object; POSIX extended regex owned by
+	 * the caller, NULL when unset): keep stacks with a frame matching focus, drop those with
+	 * one matching ignore, remove frames matching hide, cut each stack above (outside) its
+	 * outermost frame matching show_from and drop stacks without one. */
+	const regex_t *focus, *ignore, *hide, *show_from;
+	uint64_t temp_us;		/* a block freed within this is temporary (0: default) */
 };
 
 struct rp_model {
@@ -145,6 +167,11 @@ struct rp_model {
 	struct rp_intern *frame_idx;	/* private lookup tables */
 	struct rp_intern *stack_idx;
 	struct rp_intern *site_idx;
+	size_t nduplicates;		/* traces given again and counted once */
+	uint64_t t0_us;			/* the time axis' origin: the earliest trace's start */
+	uint64_t base_t0_us;		/* the same for the base traces */
+	bool has_base;			/* some traces are a base: the report is a difference */
+	bool same_window;		/* every trace has the same window on that axis */
 
 	/* Results of rp_model__analyze(). */
 	struct rp_site *sites;
@@ -159,6 +186,23 @@ struct rp_model {
 	size_t npoints;
 	double span_s;			/* timeline span */
 	struct rp_stackval *stack_vals;	/* per stack, over the window */
+	int64_t *stack_view;		/* loaded stack -> the stack after the filters, or -1 */
+	size_t nstack_view;
+	uint64_t filtered_out;		/* sampled blocks in the window the filters dropped */
+	/* --base: totals of the base traces, and sites ranked by |change| (new - base) of
+	 * allocated bytes and of live bytes. */
+	struct rp_est base_total_bytes, base_total_blocks, base_total_live_bytes,
+		base_total_live_blocks;
+	uint32_t *by_change_bytes, *by_change_live;
+	/* The peak of the estimated live heap over the window: its value (with the SE at that
+	 * time), when (µs on the axis), and the sites ranked by their live bytes then. */
+	struct rp_est peak_live;
+	uint64_t peak_us;
+	uint32_t *by_peak;
+	/* Temporary allocations (freed within opts.temp_us), sites ranked by them. */
+	struct rp_est total_temp_bytes, total_temp_blocks;
+	uint32_t *by_temp;
+	struct rp_est size_blocks[RP_SIZE_CLASSES], size_bytes[RP_SIZE_CLASSES];
 };
 
 struct rp_model *rp_model__new(const struct rp_options *opts);
@@ -166,12 +210,27 @@ void rp_model__free(struct rp_model *m);	/* NULL-safe */
 
 /*
  * Read one trace into the model. Returns 0 or -errno; on failure @err (of @errlen bytes)
- * says why (the reader's message for a malformed trace: offset and rule).
+ * says why (the reader's message for a malformed trace: offset and rule). A trace equal to
+ * one already loaded (same pid, start time and events) is counted once: it is dropped with a
+ * warning on stderr and m->nduplicates counts it.
  */
 int rp_model__load(struct rp_model *m, const char *path, char *err, size_t errlen);
+/* The same for a trace of the base of a difference (--base): its estimates are subtracted. */
+int rp_model__load_base(struct rp_model *m, const char *path, char *err, size_t errlen);
+
+/* new - base of two estimates: the variances add (independent samples). */
+static inline struct rp_est rp_est_diff(const struct rp_est *cur, const struct rp_est *base)
+{
+	return (struct rp_est){ cur->est - base->est, cur->var + base->var };
+}
 
 /* Aggregate the loaded blocks (window, sites, ranks, leaks, timeline). Returns 0 or -errno. */
 int rp_model__analyze(struct rp_model *m);
+
+/* The size class of a block of @bytes: 0 for <= 8 B, k for (8·2^(k-1), 8·2^k], the last open. */
+unsigned int rp_size_class(double bytes);
+/* The upper bound of size class @k in bytes (the last class: its lower bound). */
+double rp_size_class_max(unsigned int k);
 
 /* A frame's display name: function, else file, else the code in hex. */
 const char *rp_frame__name(const struct rp_model *m, uint32_t frame, char *buf, size_t len);
@@ -186,6 +245,13 @@ static inline double rp_se(const struct rp_est *e)
 /* Outputs. Each returns 0 or -errno and writes its file atomically (temp + rename). */
 int rp_print_text(const struct rp_model *m, FILE *f);
 int rp_print_json(const struct rp_model *m, FILE *f);
+/*
+ * One line saying what was written to @flame and @pprof (either NULL) and what it holds: the
+ * traces, the estimated allocated and live bytes (their change with --base), the sites.
+ */
+int rp_print_summary(const struct rp_model *m, const char *flame, const char *pprof, FILE *f);
+/* The text report's closing notes: objects without symbols and how to get them, CPython. */
+void rp_print_notes(const struct rp_model *m, FILE *f);
 int rp_write_flamegraph(const struct rp_model *m, const char *path);
 int rp_write_pprof(const struct rp_model *m, const char *path);
 

@@ -3,8 +3,15 @@
  * gen_trace: simulate Gc.Memprof sampling of a known allocation program and write the trace
  * with libmemprof's writer, plus the exact truth as JSON, for the report tests.
  *
- *   gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v VERSION] OUT.ctf TRUTH.json
+ *   gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v VERSION] [-p PID] [-t START_OFFSET_US]
+ *             [-o OBJECT] [-e EXE] [-W FUNC=WEIGHT]... [-T TEMP_US]
+ *             OUT.ctf TRUTH.json
  *
+ * -p, -e and -t change the pid, the executable and move the start time (for several traces
+ * on one time axis);
+ * -T sets the threshold of temporary allocations in the truth (µs, default 1000);
+ * -W changes a site's weight (two runs that differ, for differences);
+ * -o makes the last site a frame without symbols in OBJECT ("OBJECT+0x1a2b").
  * The program makes STEPS allocations, one every 10 µs, each from a site drawn by weight.
  * Every word of every block (w = ceil(size/8) + 1 words, header included) is a sample point
  * with probability RATE: a Bernoulli process over the allocation stream, simulated exactly
@@ -44,7 +51,43 @@ struct site {
 	 * bytes Σ 64 w (1-λ)/λ, allocations Σ (1-p)/p with p = 1 - (1-λ)^w. */
 	double var_bytes, var_allocs, var_live_bytes, var_live_allocs, var_bytes_half,
 		var_live_bytes_half;
+	/* blocks freed within temp_us of their allocation, and their exact variances */
+	uint64_t temp_count, temp_words;
+	double var_temp_bytes, var_temp_allocs;
 };
+
+/* Every block's allocation (+words) and free (-words), for the exact peak of the live heap. */
+struct live_ev {
+	uint64_t t;
+	int64_t words;
+};
+
+static struct live_ev *live_evs;
+static size_t nlive_evs, cap_live_evs;
+
+static int live_push(uint64_t t, int64_t words)
+{
+	if (nlive_evs == cap_live_evs) {
+		size_t cap = cap_live_evs ? 2 * cap_live_evs : 4096;
+		struct live_ev *p = realloc(live_evs, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		live_evs = p;
+		cap_live_evs = cap;
+	}
+	live_evs[nlive_evs++] = (struct live_ev){ t, words };
+	return 0;
+}
+
+static int cmp_live_ev(const void *a, const void *b)
+{
+	const struct live_ev *x = a, *y = b;
+
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return (x->words > 0) - (y->words > 0);	/* frees first at the same time */
+}
 
 #define SITE(fn, fl, ln, af, inl, sz, wt, life)                                               \
 	{ .func = fn, .file = fl, .line = ln, .alloc_fn = af, .inlined_into = inl, .size = sz,  \
@@ -164,8 +207,20 @@ static int define_locations(struct memprof_writer *w)
 
 static void write_truth(FILE *f, double rate, uint64_t seed, uint64_t end_us)
 {
-	fprintf(f, "{\"rate\": %.17g, \"seed\": %llu, \"end_s\": %.6f, \"sites\": [\n", rate,
-		(unsigned long long)seed, (double)end_us / 1e6);
+	int64_t live = 0, peak = 0;
+	uint64_t peak_t = 0;
+
+	qsort(live_evs, nlive_evs, sizeof(*live_evs), cmp_live_ev);
+	for (size_t i = 0; i < nlive_evs; i++) {
+		live += live_evs[i].words;
+		if (live > peak) {
+			peak = live;
+			peak_t = live_evs[i].t;
+		}
+	}
+	fprintf(f, "{\"rate\": %.17g, \"seed\": %llu, \"end_s\": %.6f, \"peak_live_bytes\": "
+		"%lld, \"peak_t_s\": %.6f, \"sites\": [\n", rate, (unsigned long long)seed,
+		(double)end_us / 1e6, (long long)peak * 8, (double)peak_t / 1e6);
 	for (size_t i = 0; i < NSITES; i++) {
 		const struct site *s = &sites[i];
 
@@ -174,14 +229,19 @@ static void write_truth(FILE *f, double rate, uint64_t seed, uint64_t end_us)
 			"\"live_bytes\": %llu, \"bytes_half\": %llu, \"live_bytes_half\": %llu, "
 			"\"var_bytes\": %.17g, \"var_allocations\": %.17g, "
 			"\"var_live_bytes\": %.17g, \"var_live_allocations\": %.17g, "
-			"\"var_bytes_half\": %.17g, \"var_live_bytes_half\": %.17g}%s\n",
+			"\"var_bytes_half\": %.17g, \"var_live_bytes_half\": %.17g, "
+			"\"size\": %llu, \"temporary_allocations\": %llu, "
+			"\"temporary_bytes\": %llu, \"var_temporary_allocations\": %.17g, "
+			"\"var_temporary_bytes\": %.17g}%s\n",
 			s->func, s->file, s->max_life > 0 ? "false" : "true",
 			(unsigned long long)s->count, (unsigned long long)s->words * 8,
 			(unsigned long long)s->live_count, (unsigned long long)s->live_words * 8,
 			(unsigned long long)s->words_half * 8,
 			(unsigned long long)s->live_words_half * 8, s->var_bytes, s->var_allocs,
 			s->var_live_bytes, s->var_live_allocs, s->var_bytes_half,
-			s->var_live_bytes_half, i + 1 < NSITES ? "," : "");
+			s->var_live_bytes_half, (unsigned long long)s->size,
+			(unsigned long long)s->temp_count, (unsigned long long)s->temp_words * 8,
+			s->var_temp_allocs, s->var_temp_bytes, i + 1 < NSITES ? "," : "");
 	}
 	fprintf(f, "]}\n");
 }
@@ -189,6 +249,7 @@ static void write_truth(FILE *f, double rate, uint64_t seed, uint64_t end_us)
 int main(int argc, char **argv)
 {
 	uint64_t seed = 1, steps = 300000, start_us = 1795959672000000ull, countdown;
+	uint64_t temp_us = 1000;
 	double rate = 1e-3, total_weight = 0;
 	struct memprof_writer_opts wo = { .sz = sizeof(wo), .version = 2 };
 	struct memprof_trace_info info = {
@@ -201,7 +262,9 @@ int main(int argc, char **argv)
 	FILE *tf;
 	int c, err;
 
-	while ((c = getopt(argc, argv, "s:r:n:v:")) != -1) {
+	static char obj_func[256], obj_file[256];
+
+	while ((c = getopt(argc, argv, "s:r:n:v:p:t:o:e:W:T:")) != -1) {
 		switch (c) {
 		case 's':
 			seed = strtoull(optarg, NULL, 0);
@@ -215,12 +278,46 @@ int main(int argc, char **argv)
 		case 'v':
 			wo.version = (uint16_t)atoi(optarg);
 			break;
+		case 'p':
+			info.pid = strtoull(optarg, NULL, 0);
+			break;
+		case 'e':
+			info.executable_name = optarg;
+			break;
+		case 'T':
+			temp_us = strtoull(optarg, NULL, 0);
+			break;
+		case 'W': {
+			const char *eq = strchr(optarg, '=');
+			size_t i;
+
+			for (i = 0; eq && i < NSITES; i++)
+				if (strlen(sites[i].func) == (size_t)(eq - optarg) &&
+				    !strncmp(sites[i].func, optarg, (size_t)(eq - optarg)))
+					break;
+			if (!eq || i == NSITES) {
+				fprintf(stderr, "gen_trace: no site in -W '%s'\n", optarg);
+				return 2;
+			}
+			sites[i].weight = strtod(eq + 1, NULL);
+			break;
+		}
+		case 't':
+			start_us += strtoull(optarg, NULL, 0);
+			break;
+		case 'o':
+			snprintf(obj_func, sizeof(obj_func), "%s+0x1a2b", optarg);
+			snprintf(obj_file, sizeof(obj_file), "%s", optarg);
+			sites[NSITES - 1].func = obj_func;
+			sites[NSITES - 1].file = obj_file;
+			break;
 		default:
 			return 2;
 		}
 	}
 	if (argc - optind != 2 || !(rate > 0 && rate <= 1) || !steps) {
-		fprintf(stderr, "usage: gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v 2|3] "
+		fprintf(stderr, "usage: gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v 2|3] [-p PID] "
+			"[-t START_OFFSET_US] [-o OBJECT] [-e EXE] [-W FUNC=WEIGHT] [-T TEMP_US] "
 			"OUT.ctf TRUTH.json\n");
 		return 2;
 	}
@@ -283,6 +380,17 @@ int main(int argc, char **argv)
 		vb = 64.0 * (double)words * (1 - rate) / rate;
 		p_tracked = rate >= 1 ? 1 : -expm1((double)words * log1p(-rate));
 		vc = (1 - p_tracked) / p_tracked;
+		if (live_push(t, (int64_t)words) ||
+		    (free_t <= end_us && live_push(free_t, -(int64_t)words))) {
+			err = -ENOMEM;
+			goto fail;
+		}
+		if (free_t <= end_us && free_t - t <= temp_us) {
+			s->temp_count++;
+			s->temp_words += words;
+			s->var_temp_bytes += vb;
+			s->var_temp_allocs += vc;
+		}
 		s->count++;
 		s->words += words;
 		s->var_bytes += vb;
@@ -343,6 +451,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	free(heap);
+	free(live_evs);
 	return 0;
 fail:
 	fprintf(stderr, "gen_trace: Failed to write the trace: %s\n", strerror(-err));

@@ -3,15 +3,7 @@
 # Gc.Memprof sampling of a known allocation program): every estimate is within 4 standard
 # errors of the truth, rankings have no significant inversions, leak suspects are exactly the
 # leaking sites (young blocks at the end excluded), windows and merged traces stay unbiased.
-set -u
-ctl=$MP_BUILD/bin/memprofctl
-gen=$MP_BUILD/tests/unit/gen_trace
-py=/usr/bin/python3
-tmp=${MP_TMP:-$(mktemp -d)}
-
-for f in "$ctl" "$gen"; do
-	[ -x "$f" ] || { echo "FAIL: setup ($f is not built)"; exit 1; }
-done
+. "$(dirname "$0")/report.inc"
 
 "$gen" -s 7 -r 0.001 "$tmp/a.ctf" "$tmp/a.json" || { echo "FAIL: gen_trace"; exit 1; }
 "$gen" -s 11 -r 0.01 -n 100000 -v 3 "$tmp/b.ctf" "$tmp/b.json" ||

@@ -35,7 +35,9 @@ struct ev {
 /*
  * Codes: 1 main (main.c:1), 2 foo (foo.c:10), 3 malloc, 4 operator new, 5 bar inlined into
  * baz (two locations), 6 a frame in libc.so.6+0x1234, 7 an object path, 8 "libbar.so+0x10"
- * as function, 9 no location at all, 10 foo at another line (foo.c:11).
+ * as function, 9 no location at all, 10 foo at another line (foo.c:11), 11 and 12 libstdc++
+ * allocation wrappers (std::__new_allocator::allocate, vector::_M_default_append) in its
+ * headers, 13 a std:: member with a return type and no file.
  */
 static int define_codes(struct memprof_writer *w)
 {
@@ -51,6 +53,16 @@ static int define_codes(struct memprof_writer *w)
 	static const struct memprof_location path_l = {
 		"/usr/lib/x86_64-linux-gnu/libfoo.so.1", "foo_make", 0, 0, 0 };
 	static const struct memprof_location fn_l = { "", "libbar.so+0x10", 0, 0, 0 };
+	static const struct memprof_location alloc_l = {
+		"/usr/include/c++/12/bits/new_allocator.h",
+		"std::__new_allocator<int>::allocate(unsigned long, void const*)", 137, 0, 0 };
+	static const struct memprof_location append_l = {
+		"/usr/include/c++/12/bits/vector.tcc",
+		"std::vector<int, std::allocator<int> >::_M_default_append(unsigned long)", 650,
+		0, 0 };
+	static const struct memprof_location insert_l = {
+		"", "void std::vector<int, std::allocator<int> >::_M_realloc_insert<int>(int&&)",
+		0, 0, 0 };
 	int err = 0;
 
 	err = err ?: memprof_writer__location(w, 1, &main_l, 1);
@@ -63,6 +75,9 @@ static int define_codes(struct memprof_writer *w)
 	err = err ?: memprof_writer__location(w, 8, &fn_l, 1);
 	err = err ?: memprof_writer__location(w, 9, NULL, 0);
 	err = err ?: memprof_writer__location(w, 10, &foo2_l, 1);
+	err = err ?: memprof_writer__location(w, 11, &alloc_l, 1);
+	err = err ?: memprof_writer__location(w, 12, &append_l, 1);
+	err = err ?: memprof_writer__location(w, 13, &insert_l, 1);
 	return err;
 }
 
@@ -264,6 +279,101 @@ static void test_keys(void)
 	free(path);
 }
 
+/* Allocator and std:: wrapper trimming, --no-trim, and pprof's focus/ignore/hide/show-from. */
+static void test_filters(void)
+{
+	static const struct ev evs[] = {
+		A(0, 1, 1, 1, 2, 3),		/* main -> foo -> malloc */
+		A(1, 1, 2, 1, 5, 3),		/* main -> baz -> bar (inlined) -> malloc */
+		A(2, 1, 4, 2, 12, 11, 4),	/* foo -> vector::_M_default_append -> allocate
+						 * -> operator new */
+		A(3, 1, 8, 1, 13, 4),		/* main -> vector::_M_realloc_insert -> new */
+	};
+	struct rp_options o = { .by = RP_BY_FUNCTION, .top = 10, .tail = 0.1 };
+	char *path = write_trace("filt.ctf", 1.0, evs, sizeof(evs) / sizeof(evs[0]));
+	regex_t focus, ignore, hide, from;
+	const struct rp_site *s;
+	struct rp_model *m;
+
+	if (!path)
+		return;
+	ASSERT_OK(regcomp(&focus, "bar", REG_EXTENDED | REG_NOSUB), "regcomp");
+	ASSERT_OK(regcomp(&ignore, "^foo$", REG_EXTENDED | REG_NOSUB), "regcomp");
+	ASSERT_OK(regcomp(&hide, "^(foo|bar)$", REG_EXTENDED | REG_NOSUB), "regcomp");
+	ASSERT_OK(regcomp(&from, "^foo$", REG_EXTENDED | REG_NOSUB), "regcomp");
+	m = load(&o, &path, 1);
+	if (m) {
+		s = site(m, "foo");
+		ASSERT_EQ(s ? s->samples : 0, 5,
+			  "foo: its own and the vector's (wrappers trimmed)");
+		s = site(m, "main");
+		ASSERT_EQ(s ? s->samples : 0, 8, "main: _M_realloc_insert with a return type");
+		ASSERT_EQ(m->nsites, 3, "foo, bar, main");
+		rp_model__free(m);
+	}
+	o.no_trim = true;
+	m = load(&o, &path, 1);
+	if (m) {
+		s = site(m, "operator new(unsigned long)");
+		ASSERT_EQ(s ? s->samples : 0, 12, "--no-trim: operator new");
+		s = site(m, "malloc");
+		ASSERT_EQ(s ? s->samples : 0, 3, "--no-trim: malloc");
+		rp_model__free(m);
+	}
+	o.no_trim = false;
+	o.focus = &focus;
+	m = load(&o, &path, 1);
+	if (m) {
+		ASSERT_EQ(m->total_samples, 2, "focus bar: the inlined stack only");
+		ASSERT_EQ(m->filtered_out, 3, "three stacks filtered out");
+		ASSERT_NEAR(m->timeline[m->npoints - 1].live_bytes.est, 2 * 8,
+			    "the timeline sees the filter too");
+		rp_model__free(m);
+	}
+	o.focus = NULL;
+	o.ignore = &ignore;
+	m = load(&o, &path, 1);
+	if (m) {
+		ASSERT_EQ(m->total_samples, 10, "ignore foo: bar's and main's");
+		ASSERT_TRUE(site(m, "bar") && site(m, "main") && m->nsites == 2, "sites");
+		rp_model__free(m);
+	}
+	o.ignore = NULL;
+	o.hide = &hide;
+	m = load(&o, &path, 1);
+	if (m) {
+		s = site(m, "main");
+		ASSERT_EQ(s ? s->samples : 0, 1 + 8, "hide foo|bar: main allocates itself");
+		s = site(m, "baz");
+		ASSERT_EQ(s ? s->samples : 0, 2, "hide: bar's caller baz");
+		ASSERT_EQ(m->total_samples, 15, "hide drops no sample");
+		rp_model__free(m);
+	}
+	o.hide = NULL;
+	o.show_from = &from;
+	o.by = RP_BY_STACK;
+	m = load(&o, &path, 1);
+	if (m) {
+		s = site(m, "foo");
+		ASSERT_EQ(s ? s->samples : 0, 5, "show-from foo: stacks start at foo");
+		ASSERT_EQ(m->nsites, 1, "stacks without foo dropped");
+		rp_model__free(m);
+	}
+	o.show_from = NULL;
+	o.focus = &ignore;	/* ^foo$ */
+	o.ignore = &focus;	/* bar */
+	m = load(&o, &path, 1);
+	if (m) {
+		ASSERT_EQ(m->total_samples, 5, "focus foo, ignore bar");
+		rp_model__free(m);
+	}
+	regfree(&focus);
+	regfree(&ignore);
+	regfree(&hide);
+	regfree(&from);
+	free(path);
+}
+
 static void test_window_merge(void)
 {
 	static const struct ev a[] = {
@@ -379,6 +489,7 @@ int main(void)
 	}
 	RUN(test_estimators);
 	RUN(test_keys);
+	RUN(test_filters);
 	RUN(test_window_merge);
 	RUN(test_durations);
 	RUN(test_bad_trace);

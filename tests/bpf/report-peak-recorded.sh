@@ -1,0 +1,54 @@
+#!/bin/bash
+# memprofctl report on a recorded workload with a known peak and known temporary allocations
+# (tests/workloads/wl_peak.c): the estimated peak of the live heap is within 4.65 SE of the
+# workload's, the site holding it is wl_peak_hold; with --temporary-threshold 100ms every
+# block of wl_temp (freed at once) is temporary, within 4.65 SE, and none of wl_long's (held
+# across a 300 ms sleep, a lower bound on any machine).
+set -u
+[ "$(id -u)" -eq 0 ] || { echo "needs root for BPF"; exit 77; }
+ctl=$MP_BUILD/bin/memprofctl
+wl=$MP_BUILD/tests/workloads/wl_peak
+py=/usr/bin/python3
+tmp=${MP_TMP:-$(mktemp -d)}
+
+for f in "$ctl" "$wl"; do
+	[ -x "$f" ] || { echo "FAIL: setup ($f is not built)"; exit 1; }
+done
+rate=0.001
+if ! "$ctl" record -r $rate -o "$tmp/peak.ctf" -- "$wl" >"$tmp/truth" 2>"$tmp/record.err"; then
+	echo "FAIL: record"; cat "$tmp/record.err"; exit 1
+fi
+echo "PASS: record"
+"$ctl" report -q --json --top 100 --temporary-threshold 100ms "$tmp/peak.ctf" >"$tmp/r.json" \
+	2>"$tmp/r.err" || { echo "FAIL: report"; cat "$tmp/r.err"; exit 1; }
+
+RATE=$rate "$py" - "$tmp/r.json" "$tmp/truth" <<'EOF'
+import json, math, os, sys
+lam = float(os.environ["RATE"])
+rep = json.load(open(sys.argv[1]))
+truth, peak = {}, None
+for line in open(sys.argv[2]):
+    f = line.split()
+    if f and f[0] == "TRUTH":
+        truth[f[1]] = {k: int(v) for k, v in (x.split("=") for x in f[2:])}
+    elif f and f[0] == "PEAK":
+        peak = int(f[1].split("=")[1])
+pk = rep["peak"]
+se = math.sqrt(8 * peak * (1 - lam) / lam)	# 64 W (1-λ)/λ with W = peak / 8 words
+z = (pk["live_bytes"]["estimate"] - peak) / se
+print("  peak %.0f ± %.0f (exact SE %.0f) truth %d z %+.2f at %.3f s, top site %s" % (
+    pk["live_bytes"]["estimate"], pk["live_bytes"]["se"], se, peak, z, pk["t_s"], pk["sites"][0]["site"]))
+ok = abs(z) <= 4.65 and pk["sites"][0]["site"] == "wl_peak_hold"
+print("%s: recorded-peak" % ("PASS" if ok else "FAIL"))
+
+sites = {s["site"]: s for s in rep["sites_by_bytes"]}
+t = truth["wl_temp"]
+w = t["words"] / t["blocks"]
+p = -math.expm1(w * math.log1p(-lam))
+est = sites["wl_temp"]["temporary_allocations"]["estimate"]
+z = (est - t["blocks"]) / math.sqrt(t["blocks"] * (1 - p) / p)
+long_temp = sites["wl_long"]["temporary_allocations"]["estimate"] if "wl_long" in sites else None
+print("  wl_temp temporary %.0f truth %d z %+.2f; wl_long temporary %s" % (est, t["blocks"], z, long_temp))
+ok = abs(z) <= 4.65 and long_temp == 0
+print("%s: recorded-temporary" % ("PASS" if ok else "FAIL"))
+EOF
