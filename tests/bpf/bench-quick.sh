@@ -36,9 +36,13 @@ for c in ("floor", "memprof"):
         print("PASS: bench-quick-%s" % c)
 ok = ok and "memprof_vs_floor" in w
 # the interposition floor: every call forwarded, nothing else (a crash or a missing library
-# leaves no row; a ratio near the probes' would mean it did not run as a preload)
+# leaves no row). It costs a few ns per call, probes cost microseconds: its ratio stays far
+# below the probe floor's measured in the same run. Not a speed target (one pair on a shared
+# machine measured 1.51 for a true ~1.02): make bench holds those.
 e = w["configs"].get("passthrough")
-good = bool(e) and e["ratio_median"] < 1.5 and "idle_vs_passthrough" in w
+fl = w["configs"].get("floor")
+good = (bool(e) and bool(fl) and e["ratio_median"] < min(3, fl["ratio_median"] / 3) and
+        "idle_vs_passthrough" in w)
 print(("PASS" if good else "FAIL") + ": bench-quick-passthrough" +
       ("" if e else " (%s)" % w["skipped"].get("passthrough")))
 ok = ok and good
