@@ -315,7 +315,7 @@ check "  ... dpkg upgraded memprofd $VER over $VER" \
 	ncx grep -q " upgrade memprofd:$ARCH $VER $VER\$" /var/log/dpkg.log
 NEW=$(ncx systemctl show -p MainPID --value memprofd.service)
 check "  ... memprofd was restarted (pid $OLD, now ${NEW:-none})" \
-	[ -n "$NEW" ] && [ "$NEW" != 0 ] && [ "$NEW" != "$OLD" ]
+	eval '[ -n "$NEW" ] && [ "$NEW" != 0 ] && [ "$NEW" != "$OLD" ]'
 check "  ... the old daemon completed its traces on SIGTERM" eval \
 	"ncx journalctl -u memprofd _PID=$OLD --no-pager -o cat | grep -q 'All traces complete'"
 LT=/var/lib/memprofd/profiles/$UI/$LP-ovh_loop.ctf
@@ -336,7 +336,7 @@ check "  ... the operator's DefaultRate=0.02 is kept" \
 ncx memprofctl attach "$LP" > "$MP_TMP/reattach.out" 2>&1
 RI=$(awk '/^Profile/ {print $2}' "$MP_TMP/reattach.out")
 check "the new daemon profiles the process again (profile ${RI:-none} after $UI)" \
-	[ -n "$RI" ] && [ "$RI" -gt "$UI" ]
+	eval '[ -n "$RI" ] && [ "$RI" -gt "$UI" ]'
 RR=$(ncx memprofctl --json status "$RI" | /usr/bin/python3 -c \
 	'import json,sys; print(json.load(sys.stdin)["rate"])')
 check "  ... at the configured default rate ($RR)" [ "$RR" = 0.02 ]
