@@ -7,6 +7,7 @@
 #   make bench        run the benchmark suite (bench/)
 #   make fuzz         build the libFuzzer targets
 #   make install      install into $(DESTDIR)$(prefix)
+#   make deb          the Debian packages (debian/), built out of tree, into $(B)/deb/
 #   make clean
 #
 # V=1 shows the commands. SAN=1 builds with ASan+UBSan (make check does so in $(B)/asan).
@@ -51,7 +52,7 @@ ifeq ($(SAN),1)
 BASE_CFLAGS	+= -fsanitize=address,undefined -fno-sanitize-recover=undefined
 SAN_LDFLAGS	:= -fsanitize=address,undefined
 endif
-ALL_CFLAGS	= $(BASE_CFLAGS) $(CFLAGS) -MMD -MP
+ALL_CFLAGS	= $(BASE_CFLAGS) $(CPPFLAGS) $(CFLAGS) -MMD -MP
 ALL_LDFLAGS	= $(SAN_LDFLAGS) $(LDFLAGS)
 
 # Debian packages that provide pkg-config files.
@@ -79,7 +80,7 @@ $(B)/%.o: %.cc
 
 include $(sort $(wildcard */build.mk))
 
-.PHONY: all check demo demo-run bench fuzz install clean deps unit-tests test-bins
+.PHONY: all check demo demo-run bench fuzz install clean deps unit-tests test-bins deb
 
 all: $(BINS)
 
@@ -89,12 +90,14 @@ deps:
 	$(Q)scripts/install-deps
 
 # make check: dependencies, a warnings-as-errors build, the sanitizer build of the unit tier
-# and of memprofctl (tests/bpf/record-sanitizers.sh), then every tier through one runner with
-# one closing line.
+# and of memprofctl (tests/bpf/record-sanitizers.sh), the Debian packages (installed, upgraded
+# and purged by tests/system/package-deb.sh), then every tier through one runner with one
+# closing line.
 check: deps
 	$(Q)$(MAKE) --no-print-directory all test-bins
 	$(Q)$(MAKE) --no-print-directory B=$(B)/asan SAN=1 unit-tests $(B)/asan/bin/memprofctl
 	$(Q)$(MAKE) --no-print-directory fuzz
+	$(Q)$(MAKE) --no-print-directory deb
 	$(Q)MP_BUILD=$(abspath $(B)) MP_ASAN_BUILD=$(abspath $(B)/asan) tests/run
 
 unit-tests: $(UNIT_TESTS)
@@ -102,6 +105,11 @@ unit-tests: $(UNIT_TESTS)
 # make demo: dependencies first; the rest in a new make, whose pkg-config calls see them.
 demo: deps
 	$(Q)$(MAKE) --no-print-directory demo-run
+
+# make deb: dpkg-buildpackage on a copy of this checkout (scripts/build-deb); the source tree
+# and its build/ are left as they are.
+deb:
+	$(Q)scripts/build-deb $(abspath $(B)/deb)
 
 clean:
 	$(call msg,CLEAN,$(B))

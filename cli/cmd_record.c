@@ -636,7 +636,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 #ifndef MP_LIBDIR
 #define MP_LIBDIR "/usr/local/lib"
 #endif
-#define MP_PRELOAD_LIB "libmemprof-preload.so"
+#define MP_PRELOAD_LIB "libmemprof-preload.so.0"	/* its SONAME: the runtime package has it */
 
 /*
  * --preload: CMD (and whatever it runs) gets LD_PRELOAD=<libmemprof-preload.so> in front of

@@ -36,6 +36,7 @@ installed_all() {
 	local ok=0 f
 	for f in "$prefix/bin/memprofctl" "$prefix/sbin/memprofd" "$libdir/libmemprof.a" \
 		"$libdir/libmemprof.so" "$libdir/libmemprof.so.0" "$libdir/libmemprof-preload.so" \
+		"$libdir/libmemprof-preload.so.0" \
 		"$libdir/pkgconfig/libmemprof.pc"; do
 		have "$f" || ok=1
 	done
@@ -62,42 +63,18 @@ check "the installed memprofctl runs" "$root$prefix/bin/memprofctl" --version
 
 # `record --preload` looks next to the executable (../lib), then in the libdir compiled in.
 preload_found() {
-	[ -r "$root$prefix/bin/../lib/libmemprof-preload.so" ] && return 0
+	[ -r "$root$prefix/bin/../lib/libmemprof-preload.so.0" ] && return 0
 	strings "$root$prefix/bin/memprofctl" | grep -qx "$libdir"
 }
-check "the installed memprofctl finds libmemprof-preload.so ($libdir)" preload_found
+check "the installed memprofctl finds libmemprof-preload.so.0 ($libdir)" preload_found
 
 # A program built with pkg-config against the installed tree reads a trace.
-cat > "$tmp/reader.c" <<'EOF'
-#include <stdio.h>
-#include <memprof/trace.h>
-
-int main(int argc, char **argv)
-{
-	struct memprof_reader_opts o = { .sz = sizeof(o) };
-	struct memprof_reader *r;
-	struct memprof_event ev;
-	char err[256];
-	int n = 0, ret;
-
-	r = memprof_reader__open(argv[1], &o, err, sizeof(err));
-	if (!r) {
-		fprintf(stderr, "reader: '%s': %s\n", argv[1], err);
-		return 1;
-	}
-	while ((ret = memprof_reader__next(r, &ev)) > 0)
-		n++;
-	printf("%d events, version %u\n", n, memprof_reader__info(r)->version);
-	memprof_reader__free(r);
-	return ret < 0 || argc < 2;
-}
-EOF
 build_reader() {
 	local pc
 	pc=$(PKG_CONFIG_PATH="$root$libdir/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$root" \
 		pkg-config --cflags --libs libmemprof) || return 1
 	# shellcheck disable=SC2086
-	cc -o "$tmp/reader" "$tmp/reader.c" $pc
+	cc -o "$tmp/reader" "$src/tests/workloads/trace_count.c" $pc
 }
 check "a program builds with pkg-config --cflags --libs libmemprof" build_reader
 check "it runs on the installed libmemprof.so and reads a trace" \

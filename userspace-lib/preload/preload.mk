@@ -7,12 +7,16 @@ PL_SRCS		:= $(PL_DIR)/preload.c $(PL_DIR)/pl_core.c $(PL_DIR)/pl_api.c $(PL_DIR)
 PL_OBJDIR	:= $(B)/$(PL_DIR)/so
 PL_OBJS		:= $(PL_SRCS:$(PL_DIR)/%.c=$(PL_OBJDIR)/%.o)
 PL_LIB		:= $(B)/lib/libmemprof-preload.so
+# Its SONAME: programs linked against it (-lmemprof-preload) need this name at run time, and
+# `memprofctl record --preload` looks for it by this name (installed by the runtime package;
+# libmemprof-preload.so is the link-time name, a symlink installed with the headers).
+PL_SONAME	:= libmemprof-preload.so.0
 
 # The library is never built with sanitizers (it would be loaded into arbitrary programs, and
 # ASan's own allocator interposes the same symbols). -fexceptions: operator new's frames must
 # let a new-handler's exception through. -fno-plt: the fast path tail-jumps through the GOT.
 # -fno-crossjumping: malloc's and free's two tail jumps stay two (preload.c).
-PL_CFLAGS	= $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(BASE_CFLAGS)) $(CFLAGS) \
+PL_CFLAGS	= $(filter-out -fsanitize=% -fno-sanitize-recover=%,$(BASE_CFLAGS)) $(CPPFLAGS) $(CFLAGS) \
 		  -fvisibility=hidden -fno-plt -fno-crossjumping -fexceptions \
 		  -ftls-model=initial-exec \
 		  -fno-builtin-malloc -fno-builtin-calloc -fno-builtin-realloc -fno-builtin-free \
@@ -26,9 +30,10 @@ $(PL_OBJDIR)/%.o: $(PL_DIR)/%.c
 $(PL_LIB): $(PL_OBJS) $(PL_DIR)/libmemprof-preload.map
 	$(call msg,LINK,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,libmemprof-preload.so \
+	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,$(PL_SONAME) \
 		-Wl,--version-script=$(PL_DIR)/libmemprof-preload.map \
 		-Wl,-z,now -Wl,-z,relro -Wl,-z,defs -o $@ $(PL_OBJS) -lm
+	$(Q)ln -sf $(@F) $(@D)/$(PL_SONAME)
 
 BINS += $(PL_LIB)
 
@@ -36,7 +41,8 @@ BINS += $(PL_LIB)
 install-preload: $(PL_LIB)
 	$(call msg,INSTALL,libmemprof-preload)
 	$(Q)$(INSTALL) -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/memprof
-	$(Q)$(INSTALL) -m 755 $(PL_LIB) $(DESTDIR)$(libdir)/
+	$(Q)$(INSTALL) -m 755 $(PL_LIB) $(DESTDIR)$(libdir)/$(PL_SONAME)
+	$(Q)ln -sf $(PL_SONAME) $(DESTDIR)$(libdir)/libmemprof-preload.so
 	$(Q)$(INSTALL) -m 644 userspace-lib/include/memprof/preload.h $(DESTDIR)$(includedir)/memprof/
 
 install: install-preload
