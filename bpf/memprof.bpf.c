@@ -1200,7 +1200,9 @@ int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
  * Thread and process exit. @group_dead: the tracepoint's own argument (Linux 6.16+ pass it), or
  * -1 on kernels whose sched_process_exit passes the task only (Debian 12's 6.1): do_exit() has
  * already decremented signal->live then, so the group is dead when it reads 0. Two threads
- * exiting at once can both read 0; only the one that removes the procs entry reports the exit.
+ * exiting at once can both read 0 (a joined thread is still in do_exit() when its joiner ends
+ * the process); only the one that removes the procs entry reports the exit, and the other's
+ * thread exit is not reported (its blocks are the process' anyway, and it is ending).
  */
 static __always_inline int exit_common(struct task_struct *p, int group_dead)
 {

@@ -46,5 +46,10 @@ run() {	# name expected-type [env...]
 		grep -Eq ": [1-9][0-9]* samples in [1-9][0-9]* blocks" "$T/$name.err"
 }
 
-run links-multi uprobe_multi
+# The kernel decides (memprofd(8), KERNELS): what the loader reports is what must be attached.
+if "$CTL" record -o "$T/probe.ctf" -- true 2>&1 | grep -q "kernel mechanisms: uprobe_multi links"; then
+	run links-multi uprobe_multi
+else
+	run links-default perf_event
+fi
 run links-perf perf_event MP_BPF_NO_UPROBE_MULTI=1
