@@ -1252,7 +1252,7 @@ int BPF_PROG(mp_exit_task, struct task_struct *p)
 /*
  * Test-only (MP_BPF_TEST_REJECT=1 in the loader's environment): reads an argument no kernel's
  * sched_process_exit has, so that the verifier rejects it, as 6.1 rejected mp_exit. It proves
- * that a load failure names the program and the verifier's reason (tests/bpf/load-errors.sh).
+ * that a load failure names the program and the verifier's reason (tests/bpf/kernel-mechanisms.sh).
  */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(mp_test_reject, struct task_struct *p, bool group_dead, long a2, long a3, long a4)

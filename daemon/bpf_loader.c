@@ -883,7 +883,7 @@ static struct memprof_bpf *skel_load(const struct pidns *ns, bool multi, bool se
 	bpf_program__set_autoload(skel->progs.mp_ret, !session);
 	bpf_program__set_autoload(skel->progs.mp_exit, !exit_task);
 	bpf_program__set_autoload(skel->progs.mp_exit_task, exit_task);
-	/* test-only: a program every verifier rejects (tests/bpf/load-errors.sh) */
+	/* test-only: a program every verifier rejects (tests/bpf/kernel-mechanisms.sh) */
 	bpf_program__set_autoload(skel->progs.mp_test_reject, getenv("MP_BPF_TEST_REJECT") != NULL);
 	if (session)
 		bpf_program__set_expected_attach_type(skel->progs.mp_session,
