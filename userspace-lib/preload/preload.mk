@@ -33,9 +33,12 @@ $(PL_LIB): $(PL_OBJS) $(PL_DIR)/libmemprof-preload.map
 	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,$(PL_SONAME) \
 		-Wl,--version-script=$(PL_DIR)/libmemprof-preload.map \
 		-Wl,-z,now -Wl,-z,relro -Wl,-z,defs -o $@ $(PL_OBJS) -lm
-	$(Q)ln -sf $(@F) $(@D)/$(PL_SONAME)
 
-BINS += $(PL_LIB)
+# The run-time name in the build tree, a target of its own so that any build makes it.
+$(dir $(PL_LIB))$(PL_SONAME): $(PL_LIB)
+	$(Q)ln -sf $(<F) $@
+
+BINS += $(PL_LIB) $(dir $(PL_LIB))$(PL_SONAME)
 
 .PHONY: install-preload
 install-preload: $(PL_LIB)
