@@ -206,8 +206,8 @@ int cmd_report(int argc, char **argv)
 			break;
 		case OPT_ORIENT:
 			if (strcmp(optarg, "icicle") && strcmp(optarg, "flame")) {
-				fprintf(stderr, "memprofctl report: invalid --flame-orientation '%s' "
-					"(icicle or flame)\n", optarg);
+				fprintf(stderr, "memprofctl report: invalid "
+					"--flame-orientation '%s' (icicle or flame)\n", optarg);
 				goto out;
 			}
 			o.flame = !strcmp(optarg, "flame");

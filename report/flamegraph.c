@@ -22,7 +22,7 @@
 #define FG_WIDTH	1200.0
 #define FG_PAD		10.0
 #define FG_FRAME_H	16
-#define FG_TOP		56	/* title, buttons and the details line above the frames */
+#define FG_TOP		60	/* title, buttons and the details line above the frames */
 #define FG_SHOWN	0.01	/* deepest level shown: the last holding 1% of the view */
 #define FG_MIN_W	0.1	/* frames narrower than this (px) are not drawn */
 #define FG_CHAR_W	7.0	/* estimated glyph width at 12px for label truncation */
@@ -368,7 +368,7 @@ out:
  * ES5 so any browser runs it; it only uses the ids and data-* attributes above.
  */
 static const char fg_script[] =
-	"var fg = { frames: [], charw: 7, pad: 10, top: 56, fh: 16, shown: 0.01, zoom: null };\n"
+	"var fg = { frames: [], charw: 7, pad: 10, top: 60, fh: 16, shown: 0.01, zoom: null };\n"
 	"function fg_el(id) { return document.getElementById(id); }\n"
 	"function fg_rect(g) { return g.getElementsByTagName('rect')[0]; }\n"
 	"function fg_num(g, a) { return parseFloat(g.getAttribute(a)); }\n"
@@ -403,6 +403,7 @@ static const char fg_script[] =
 	"  var full = W - 2 * fg.pad, z = fg.zoom, eps = 0.000001;\n"
 	"  var zx = z ? fg_num(z, 'data-x') : 0, zw = z ? fg_num(z, 'data-w') : 1;\n"
 	"  var zd = z ? fg_num(z, 'data-d') : 0, level = [], shown = 0, hidden = 0, i, k;\n"
+	"  var below = [], under = {};\n"
 	"  for (i = 0; i < fg.frames.length; i++) {\n"
 	"    var f = fg.frames[i], x = fg_num(f, 'data-x'), w = fg_num(f, 'data-w');\n"
 	"    var d = fg_num(f, 'data-d');\n"
@@ -410,7 +411,7 @@ static const char fg_script[] =
 	"    f.fg_up = d < zd && x <= zx + eps && x + w >= zx + zw - eps;\n"
 	"    if (f.fg_in) level[d - zd] = (level[d - zd] || 0) + w;\n"
 	"  }\n"
-	"  /* The deepest level still holding a share of the view: deeper thin stacks wait for a zoom. */\n"
+	"  /* The deepest level holding a share of the view: thin deep stacks wait for a zoom. */\n"
 	"  for (k = 0; k < level.length; k++)\n"
 	"    if (level[k] >= fg.shown * zw - eps) shown = k;\n"
 	"  var maxd = zd + shown, H = fg.top + (maxd + 1) * fg.fh + fg.pad;\n"
@@ -418,6 +419,7 @@ static const char fg_script[] =
 	"    var f = fg.frames[i], d = fg_num(f, 'data-d');\n"
 	"    var y = fg.flame ? H - fg.pad - (d + 1) * fg.fh : fg.top + d * fg.fh;\n"
 	"    if (f.fg_in && d > maxd) hidden++;\n"
+	"    if (f.fg_in && d == maxd + 1) below.push(fg_num(f, 'data-x'));\n"
 	"    if (f.fg_in && d <= maxd)\n"
 	"      fg_place(f, (fg_num(f, 'data-x') - zx) / zw * full + fg.pad, y,\n"
 	"               fg_num(f, 'data-w') / zw * full, 'f');\n"
@@ -434,8 +436,27 @@ static const char fg_script[] =
 	"  fg_el('fg_search').setAttribute('x', W - fg.pad - 110);\n"
 	"  fg_el('fg_reset').setAttribute('x', W - fg.pad - 50);\n"
 	"  fg_el('fg_matched').setAttribute('x', W - fg.pad - 130);\n"
-	"  fg_el('fg_more').textContent = hidden ? hidden + ' deeper frames (under ' +\n"
-	"    100 * fg.shown + '% of the view a level) hidden: click a frame to zoom' : '';\n"
+	"  /* The frames the hidden ones hang from; clicking the line zooms into the widest. */\n"
+	"  fg.more = null;\n"
+	"  for (i = 0; i < fg.frames.length; i++) {\n"
+	"    var f = fg.frames[i], x = fg_num(f, 'data-x'), w = fg_num(f, 'data-w');\n"
+	"    if (!f.fg_in || fg_num(f, 'data-d') != maxd) continue;\n"
+	"    for (k = 0; k < below.length; k++)\n"
+	"      if (below[k] >= x - eps && below[k] < x + w + eps) {\n"
+	"        under[f.fg_name] = 1;\n"
+	"        if (!fg.more || w > fg_num(fg.more, 'data-w')) fg.more = f;\n"
+	"      }\n"
+	"  }\n"
+	"  var names = Object.keys(under).sort();\n"
+	"  fg_el('fg_more').textContent = hidden ? hidden + ' deeper frames hidden (each ' +\n"
+	"    'level under ' + 100 * fg.shown + '% of the view), below ' +\n"
+	"    names.slice(0, 3).join(', ') +\n"
+	"    (names.length > 3 ? ', ...' : '') + ' (click here to zoom)' : '';\n"
+	"  /* The title shrinks to fit between the buttons. */\n"
+	"  var t = fg_el('fg_title');\n"
+	"  t.style.fontSize = '';\n"
+	"  if (t.getComputedTextLength && t.getComputedTextLength() > W - 260)\n"
+	"    t.style.fontSize = Math.max(8, 17 * (W - 260) / t.getComputedTextLength()) + 'px';\n"
 	"  fg_el('fg_flip').textContent = fg.flame ? 'Icicle' : 'Flame';\n"
 	"  fg_el('fg_unzoom').setAttribute('class', z ? '' : 'hide');\n"
 	"}\n"
@@ -480,7 +501,8 @@ static const char fg_script[] =
 	"  /* The glyph width of the frames' font, for cutting labels. */\n"
 	"  var probe = fg.frames[0].getElementsByTagName('text')[0], saved = probe.textContent;\n"
 	"  probe.textContent = 'MMMMMMMMMM';\n"
-	"  if (probe.getComputedTextLength) fg.charw = probe.getComputedTextLength() / 10 || fg.charw;\n"
+	"  if (probe.getComputedTextLength)\n"
+	"    fg.charw = probe.getComputedTextLength() / 10 || fg.charw;\n"
 	"  probe.textContent = saved;\n"
 	"  fg.frames.forEach(function (f) {\n"
 	"    f.fg_name = fg_name(f);\n"
@@ -494,6 +516,7 @@ static const char fg_script[] =
 	"  function on(id, fn) { fg_el(id).addEventListener('click', fn); }\n"
 	"  on('fg_unzoom', fg_unzoom);\n"
 	"  on('fg_flip', fg_flip);\n"
+	"  on('fg_more', function () { if (fg.more) fg_zoom(fg.more); });\n"
 	"  on('fg_search', function () { fg_search(); });\n"
 	"  on('fg_reset', function () { fg_search(''); });\n"
 	"  window.addEventListener('resize', fg_draw);\n"
@@ -545,8 +568,8 @@ static void fg_header(struct fg *g, const char *title)
 	fprintf(f, "<text id=\"fg_reset\" class=\"hide\" x=\"%.0f\" y=\"24\"><tspan "
 		"class=\"button\">Clear</tspan></text>\n", FG_WIDTH - FG_PAD - 50);
 	fprintf(f, "<text id=\"fg_details\" x=\"%.0f\" y=\"44\"> </text>\n", FG_PAD);
-	fprintf(f, "<text id=\"fg_more\" x=\"%.0f\" y=\"%.0f\"> </text>\n", FG_PAD,
-		FG_TOP - 2.0);
+	fprintf(f, "<text id=\"fg_more\" class=\"button\" x=\"%.0f\" y=\"%.0f\"> </text>\n", FG_PAD,
+		FG_TOP - 5.0);
 	fprintf(f, "<text id=\"fg_matched\" x=\"%.0f\" y=\"44\"> </text>\n",
 		FG_WIDTH - FG_PAD - 130);
 }

@@ -322,7 +322,8 @@ int main(int argc, char **argv)
 			deep_site = i;
 			deep_depth = (unsigned int)strtoul(eq + 1, NULL, 0);
 			if (deep_depth > MAX_DEEP) {
-				fprintf(stderr, "gen_trace: -D '%s': at most %u\n", optarg, MAX_DEEP);
+				fprintf(stderr, "gen_trace: -D '%s': at most %u\n", optarg,
+					MAX_DEEP);
 				return 2;
 			}
 			break;
