@@ -45,6 +45,9 @@ static void report_usage(FILE *f)
 		"  -f, --flamegraph FILE    write an interactive SVG flame graph (-: to stdout,\n"
 		"                           instead of the report; to a file: the report is a\n"
 		"                           one-line summary)\n"
+		"      --flame-orientation icicle|flame\n"
+		"                           the flame graph's root on top (default icicle)\n"
+		"                           or at the bottom\n"
 		"  -p, --pprof FILE         write a gzipped pprof profile (-: to stdout, instead\n"
 		"                           of the report; to a file: as --flamegraph)\n"
 		"  -t, --text               print the whole text report with --flamegraph or\n"
@@ -88,7 +91,7 @@ static int parse_tail(const char *s, double *out)
 int cmd_report(int argc, char **argv)
 {
 	enum { OPT_SINCE = 256, OPT_UNTIL, OPT_TAIL, OPT_POINTS, OPT_FOCUS, OPT_IGNORE, OPT_HIDE,
-	       OPT_SHOW_FROM, OPT_NO_TRIM, OPT_BASE, OPT_TEMP };
+	       OPT_SHOW_FROM, OPT_NO_TRIM, OPT_BASE, OPT_TEMP, OPT_ORIENT };
 	static const struct option opts[] = {
 		{ "top", required_argument, NULL, 'n' },
 		{ "by", required_argument, NULL, 'b' },
@@ -107,6 +110,7 @@ int cmd_report(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "text", no_argument, NULL, 't' },
 		{ "flamegraph", required_argument, NULL, 'f' },
+		{ "flame-orientation", required_argument, NULL, OPT_ORIENT },
 		{ "pprof", required_argument, NULL, 'p' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -199,6 +203,14 @@ int cmd_report(int argc, char **argv)
 					"'%s' (more than 0, e.g. 1ms, 20us)\n", optarg);
 				goto out;
 			}
+			break;
+		case OPT_ORIENT:
+			if (strcmp(optarg, "icicle") && strcmp(optarg, "flame")) {
+				fprintf(stderr, "memprofctl report: invalid "
+					"--flame-orientation '%s' (icicle or flame)\n", optarg);
+				goto out;
+			}
+			o.flame = !strcmp(optarg, "flame");
 			break;
 		case OPT_NO_TRIM:
 			o.no_trim = true;

@@ -144,6 +144,7 @@ struct rp_options {
 	unsigned int points;		/* live-heap timeline points */
 	bool progress;			/* print read progress on stderr */
 	bool no_trim;			/* name sites by the innermost frame, allocator or not */
+	bool flame;			/* flame graph with the root at the bottom (not icicle) */
 	/* pprof's filters on frames (function, file or object; POSIX extended regex owned by
 	 * the caller, NULL when unset): keep stacks with a frame matching focus, drop those with
 	 * one matching ignore, remove frames matching hide, cut each stack above (outside) its

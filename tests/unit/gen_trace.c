@@ -4,14 +4,16 @@
  * with libmemprof's writer, plus the exact truth as JSON, for the report tests.
  *
  *   gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v VERSION] [-p PID] [-t START_OFFSET_US]
- *             [-o OBJECT] [-e EXE] [-W FUNC=WEIGHT]... [-T TEMP_US]
+ *             [-o OBJECT] [-e EXE] [-W FUNC=WEIGHT]... [-T TEMP_US] [-D FUNC=DEPTH]
  *             OUT.ctf TRUTH.json
  *
  * -p, -e and -t change the pid, the executable and move the start time (for several traces
  * on one time axis);
  * -T sets the threshold of temporary allocations in the truth (µs, default 1000);
  * -W changes a site's weight (two runs that differ, for differences);
- * -o makes the last site a frame without symbols in OBJECT ("OBJECT+0x1a2b").
+ * -o makes the last site a frame without symbols in OBJECT ("OBJECT+0x1a2b");
+ * -D puts DEPTH frames of a recursive function "descend" (deep.c, one line per level) between
+ * run_loop and site FUNC (a deep stack, as an interpreter's).
  * The program makes STEPS allocations, one every 10 µs, each from a site drawn by weight.
  * Every word of every block (w = ceil(size/8) + 1 words, header included) is a sample point
  * with probability RATE: a Bernoulli process over the allocation stream, simulated exactly
@@ -35,6 +37,10 @@
 #include "userspace-lib/rng.h"
 
 #define STEP_US		10
+#define MAX_DEEP	4096
+
+static size_t deep_site = SIZE_MAX;	/* -D */
+static unsigned int deep_depth;
 
 struct site {
 	const char *func, *file;
@@ -177,7 +183,10 @@ static struct pending heap_pop(void)
 	return top;
 }
 
-/* Location codes: 1 main, 2 run_loop, 10+i site i, 100+i allocator frame of site i. */
+/*
+ * Location codes: 1 main, 2 run_loop, 10+i site i, 100+i allocator frame of site i, 1000+k
+ * level k of -D's recursion.
+ */
 static int define_locations(struct memprof_writer *w)
 {
 	struct memprof_location main_loc = { "main.c", "main", 10, 0, 0 };
@@ -187,6 +196,11 @@ static int define_locations(struct memprof_writer *w)
 	err = memprof_writer__location(w, 1, &main_loc, 1);
 	if (!err)
 		err = memprof_writer__location(w, 2, &loop_loc, 1);
+	for (unsigned int k = 0; k < deep_depth && !err; k++) {
+		struct memprof_location loc = { "deep.c", "descend", 100 + k, 0, 0 };
+
+		err = memprof_writer__location(w, 1000 + k, &loc, 1);
+	}
 	for (size_t i = 0; i < NSITES && !err; i++) {
 		const struct site *s = &sites[i];
 		struct memprof_location locs[2] = {
@@ -263,8 +277,9 @@ int main(int argc, char **argv)
 	int c, err;
 
 	static char obj_func[256], obj_file[256];
+	static uint64_t bt[MAX_DEEP + 4];
 
-	while ((c = getopt(argc, argv, "s:r:n:v:p:t:o:e:W:T:")) != -1) {
+	while ((c = getopt(argc, argv, "s:r:n:v:p:t:o:e:W:T:D:")) != -1) {
 		switch (c) {
 		case 's':
 			seed = strtoull(optarg, NULL, 0);
@@ -287,7 +302,8 @@ int main(int argc, char **argv)
 		case 'T':
 			temp_us = strtoull(optarg, NULL, 0);
 			break;
-		case 'W': {
+		case 'W':
+		case 'D': {
 			const char *eq = strchr(optarg, '=');
 			size_t i;
 
@@ -296,10 +312,20 @@ int main(int argc, char **argv)
 				    !strncmp(sites[i].func, optarg, (size_t)(eq - optarg)))
 					break;
 			if (!eq || i == NSITES) {
-				fprintf(stderr, "gen_trace: no site in -W '%s'\n", optarg);
+				fprintf(stderr, "gen_trace: no site in -%c '%s'\n", c, optarg);
 				return 2;
 			}
-			sites[i].weight = strtod(eq + 1, NULL);
+			if (c == 'W') {
+				sites[i].weight = strtod(eq + 1, NULL);
+				break;
+			}
+			deep_site = i;
+			deep_depth = (unsigned int)strtoul(eq + 1, NULL, 0);
+			if (deep_depth > MAX_DEEP) {
+				fprintf(stderr, "gen_trace: -D '%s': at most %u\n", optarg,
+					MAX_DEEP);
+				return 2;
+			}
 			break;
 		}
 		case 't':
@@ -318,7 +344,7 @@ int main(int argc, char **argv)
 	if (argc - optind != 2 || !(rate > 0 && rate <= 1) || !steps) {
 		fprintf(stderr, "usage: gen_trace [-s SEED] [-r RATE] [-n STEPS] [-v 2|3] [-p PID] "
 			"[-t START_OFFSET_US] [-o OBJECT] [-e EXE] [-W FUNC=WEIGHT] [-T TEMP_US] "
-			"OUT.ctf TRUTH.json\n");
+			"[-D FUNC=DEPTH] OUT.ctf TRUTH.json\n");
 		return 2;
 	}
 	mp_xoshiro256_seed(rng_s, seed);
@@ -412,11 +438,17 @@ int main(int argc, char **argv)
 		if (!n)
 			continue;
 		{
-			uint64_t bt[4] = { 1, 2, 10 + si, 100 + si };
+			unsigned int len = 0, deep = si == deep_site ? deep_depth : 0;
 
+			bt[len++] = 1;
+			bt[len++] = 2;
+			for (unsigned int k = 0; k < deep; k++)
+				bt[len++] = 1000 + k;
+			bt[len++] = 10 + si;
+			if (s->alloc_fn)
+				bt[len++] = 100 + si;
 			err = memprof_writer__alloc(w, start_us + t, words - 1, n,
-						    MEMPROF_SOURCE_EXTERNAL, bt,
-						    s->alloc_fn ? 4 : 3, &id);
+						    MEMPROF_SOURCE_EXTERNAL, bt, len, &id);
 		}
 		if (err)
 			goto fail;
