@@ -6,16 +6,16 @@
  * The trace names an object by its base name only, so the object is looked for on this
  * machine (the traced executable's path, then the usual library and binary directories); its
  * build-id, read with libdw, gives the debug file's name under /usr/lib/debug/.build-id, and
- * the Debian package owning the object (dpkg's file lists) gives the debug package's name,
+ * the Debian package owning the object (dpkg-query -S) gives the debug package's name,
  * PACKAGE-dbgsym (Debian's automatic debug packages).
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <elfutils/libdwelf.h>
@@ -117,64 +117,59 @@ static bool build_id(const char *path, char *hex)
 	return ok;
 }
 
-/* Does dpkg's file list @list name one of @names (NULL-terminated)? */
-static bool list_has(const char *list, const char *const *names)
-{
-	FILE *f = fopen(list, "re");
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && (n = getline(&line, &cap, f)) > 0) {
-		if (line[n - 1] == '\n')
-			line[n - 1] = '\0';
-		for (const char *const *p = names; *p && !found; p++)
-			found = !strcmp(line, *p);
-	}
-	free(line);
-	fclose(f);
-	return found;
-}
-
-/* The Debian binary package that installed @path (or its real path) into @pkg, or false. */
+/*
+ * The Debian binary package that installed @path (or its real path) into @pkg, or false:
+ * `dpkg-query -S`, dpkg's own interface to its database ("zlib1g:amd64: /lib/.../libz.so.1").
+ */
 static bool owner_package(const char *path, char *pkg, size_t len)
 {
-	char real[PATH_MAX], list[PATH_MAX + 32];
-	struct dirent *de;
-	bool found = false;
-	DIR *d;
+	char real[PATH_MAX], out[1024];
+	const char *argv[8] = { "dpkg-query", "-S", "--", path };
+	size_t argc = 4, got = 0;
+	int fds[2], status;
+	ssize_t n;
+	pid_t pid;
 
-	const char *names[5] = { path, NULL };
-	size_t nn = 1;
-
-	if (realpath(path, real))
-		names[nn++] = real;
+	if (realpath(path, real) && strcmp(real, path))
+		argv[argc++] = real;
 	/* With a merged /usr, dpkg lists /lib/x/libz.so.1 for /usr/lib/x/libz.so.1. */
-	for (size_t i = 0, n = nn; i < n; i++)
-		if (!strncmp(names[i], "/usr/", 5))
-			names[nn++] = names[i] + 4;
-	d = opendir("/var/lib/dpkg/info");
-	if (!d)
+	for (size_t i = 3, e = argc; i < e; i++)
+		if (!strncmp(argv[i], "/usr/", 5))
+			argv[argc++] = argv[i] + 4;
+	argv[argc] = NULL;
+	if (pipe2(fds, O_CLOEXEC) < 0)
 		return false;
-	while (!found && (de = readdir(d))) {
-		size_t n = strlen(de->d_name);
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
 
-		if (n < 6 || strcmp(de->d_name + n - 5, ".list"))
-			continue;
-		snprintf(list, sizeof(list), "/var/lib/dpkg/info/%s", de->d_name);
-		if (!list_has(list, names))
-			continue;
-		n -= 5;
-		if (memchr(de->d_name, ':', n))	/* "zlib1g:amd64.list" */
-			n = (size_t)((char *)memchr(de->d_name, ':', n) - de->d_name);
-		snprintf(pkg, len, "%.*s", (int)n, de->d_name);
-		found = true;
+		dup2(fds[1], STDOUT_FILENO);
+		if (null >= 0)
+			dup2(null, STDERR_FILENO);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
 	}
-	closedir(d);
-	return found;
+	close(fds[1]);
+	while (pid > 0 && got < sizeof(out) - 1 &&
+	       (n = read(fds[0], out + got, sizeof(out) - 1 - got)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fds[0]);
+	if (pid < 0)
+		return false;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	out[got] = '\0';
+	/* the first line's package: up to ":arch" or ": " */
+	n = (ssize_t)strcspn(out, ":,\n");
+	if (!n || out[n] == '\n' || out[n] == '\0')
+		return false;
+	snprintf(pkg, len, "%.*s", (int)n, out);
+	return true;
 }
 
 static bool is_python(const char *name)
