@@ -27,6 +27,53 @@ ok "sites at 1e-2: exit status 0" [ "$rc" -eq 0 ]
 "$CHECK" sites "$T/sites-1e-2.ctf" "$T/sites-1e-2.out"
 ok "sites at 1e-2: no ring-buffer drop" grep -q "ringbuf=0 " <(context_of "$T/sites-1e-2.ctf")
 
+# Requested bytes (docs/sampling.md §4): blocks of 16 B to 1 MiB, whole words at one site and
+# others (13, 100, 1001, 70001 B) at another, at two rates. The report's sites and record's
+# summary (the process, --json) must be within 4 SE of the bytes asked for, rounded up to whole
+# words, without header words; the summary keeps the words memtrace counts as *_words.
+bytes_check() {	# name rate
+	local name=$1
+	"$CTL" --json record -r "$2" -o "$T/$name.ctf" -- "$WL/wl_alloc" sizes 2 \
+		>"$T/$name.out" 2>"$T/$name.err"
+	ok "$name: exit status 0" [ $? -eq 0 ]
+	"$CTL" report -q --json --top 100 "$T/$name.ctf" >"$T/$name.json" ||
+		{ fail "$name: report"; return; }
+	/usr/bin/python3 - "$T/$name.out" "$T/$name.json" "$T/$name.err" "$2" <<'EOF'
+import json, sys
+truth, rnd, live = {}, 0, 0
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f and f[0] == "BYTES":
+        truth[f[1]] = {k: int(v) for k, v in (x.split("=") for x in f[2:])}
+rep = json.load(open(sys.argv[2]))
+summ = json.load(open(sys.argv[3]))
+lam, r = float(sys.argv[4]), sys.argv[4]
+
+def check(what, est, se, want):
+    z = (est - want) / se if se > 0 else float("inf")
+    print("%s: rate %s %s %.0f ± %.0f, truth %d, z %+.2f" %
+          ("PASS" if abs(z) <= 4 else "FAIL", r, what, est, se, want, z))
+
+for name, t in sorted(truth.items()):
+    s = next((s for s in rep["sites_by_bytes"] if s["function"] == name), None)
+    if s is None:
+        print("FAIL: rate %s: site %s in the report" % (r, name))
+        continue
+    check("report %s bytes" % name, s["bytes"]["estimate"], s["bytes"]["se"], t["rounded"])
+    check("report %s live bytes" % name, s["live_bytes"]["estimate"], s["live_bytes"]["se"],
+          t["live"])
+    rnd += t["rounded"]
+    live += t["live"]
+p = summ["processes"][0]
+check("summary allocated_bytes", p["allocated_bytes"], p["allocated_bytes_se"], rnd)
+check("summary live_bytes", p["live_bytes"], p["live_bytes_se"], live)
+good = abs(p["allocated_words"] - p["samples"] / lam) <= 1
+print("%s: rate %s summary allocated_words is Σ n/λ" % ("PASS" if good else "FAIL", r))
+EOF
+}
+bytes_check bytes-1e-4 1e-4
+bytes_check bytes-1e-2 1e-2
+
 # --interval: 8 / 800 = 1e-2 per word
 record cxx --interval 800 -o "$T/cxx.ctf" -- "$WL/wl_cxx"
 ok "C++: exit status 0" [ "$rc" -eq 0 ]
