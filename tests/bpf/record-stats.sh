@@ -3,6 +3,7 @@
 # estimated bytes per known site within 4 SE at rates 1e-4 and 1e-2, leaks live at exit and
 # freed blocks collected, C++ new/delete, cross-thread frees.
 . "$(dirname "$0")/record.lib"
+SRC=${MP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 
 # Chi-square of n_samples, n = 0 included (blocks BPF did not send), for blocks on both sides
 # of the mean gap. BPF's countdown is not seeded; the daemon's binomial completion is (--seed).
@@ -38,38 +39,8 @@ bytes_check() {	# name rate
 	ok "$name: exit status 0" [ $? -eq 0 ]
 	"$CTL" report -q --json --top 100 "$T/$name.ctf" >"$T/$name.json" ||
 		{ fail "$name: report"; return; }
-	/usr/bin/python3 - "$T/$name.out" "$T/$name.json" "$T/$name.err" "$2" <<'EOF'
-import json, sys
-truth, rnd, live = {}, 0, 0
-for line in open(sys.argv[1]):
-    f = line.split()
-    if f and f[0] == "BYTES":
-        truth[f[1]] = {k: int(v) for k, v in (x.split("=") for x in f[2:])}
-rep = json.load(open(sys.argv[2]))
-summ = json.load(open(sys.argv[3]))
-lam, r = float(sys.argv[4]), sys.argv[4]
-
-def check(what, est, se, want):
-    z = (est - want) / se if se > 0 else float("inf")
-    print("%s: rate %s %s %.0f ± %.0f, truth %d, z %+.2f" %
-          ("PASS" if abs(z) <= 4 else "FAIL", r, what, est, se, want, z))
-
-for name, t in sorted(truth.items()):
-    s = next((s for s in rep["sites_by_bytes"] if s["function"] == name), None)
-    if s is None:
-        print("FAIL: rate %s: site %s in the report" % (r, name))
-        continue
-    check("report %s bytes" % name, s["bytes"]["estimate"], s["bytes"]["se"], t["rounded"])
-    check("report %s live bytes" % name, s["live_bytes"]["estimate"], s["live_bytes"]["se"],
-          t["live"])
-    rnd += t["rounded"]
-    live += t["live"]
-p = summ["processes"][0]
-check("summary allocated_bytes", p["allocated_bytes"], p["allocated_bytes_se"], rnd)
-check("summary live_bytes", p["live_bytes"], p["live_bytes_se"], live)
-good = abs(p["allocated_words"] - p["samples"] / lam) <= 1
-print("%s: rate %s summary allocated_words is Σ n/λ" % ("PASS" if good else "FAIL", r))
-EOF
+	/usr/bin/python3 "$SRC/tests/bpf/bytes_check.py" "$2" "$T/$name.out" "$T/$name.err" \
+		"$T/$name.json" || echo "FAIL: $name: bytes_check.py"
 }
 bytes_check bytes-1e-4 1e-4
 bytes_check bytes-1e-2 1e-2
