@@ -3,7 +3,6 @@
 # estimated bytes per known site within 4 SE at rates 1e-4 and 1e-2, leaks live at exit and
 # freed blocks collected, C++ new/delete, cross-thread frees.
 . "$(dirname "$0")/record.lib"
-SRC=${MP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 
 # Chi-square of n_samples, n = 0 included (blocks BPF did not send), for blocks on both sides
 # of the mean gap. BPF's countdown is not seeded; the daemon's binomial completion is (--seed).
@@ -28,20 +27,7 @@ ok "sites at 1e-2: exit status 0" [ "$rc" -eq 0 ]
 "$CHECK" sites "$T/sites-1e-2.ctf" "$T/sites-1e-2.out"
 ok "sites at 1e-2: no ring-buffer drop" grep -q "ringbuf=0 " <(context_of "$T/sites-1e-2.ctf")
 
-# Requested bytes (docs/sampling.md §4): blocks of 16 B to 1 MiB, whole words at one site and
-# others (13, 100, 1001, 70001 B) at another, at two rates. The report's sites and record's
-# summary (the process, --json) must be within 4 SE of the bytes asked for, rounded up to whole
-# words, without header words; the summary keeps the words memtrace counts as *_words.
-bytes_check() {	# name rate
-	local name=$1
-	"$CTL" --json record -r "$2" -o "$T/$name.ctf" -- "$WL/wl_alloc" sizes 2 \
-		>"$T/$name.out" 2>"$T/$name.err"
-	ok "$name: exit status 0" [ $? -eq 0 ]
-	"$CTL" report -q --json --top 100 "$T/$name.ctf" >"$T/$name.json" ||
-		{ fail "$name: report"; return; }
-	/usr/bin/python3 "$SRC/tests/bpf/bytes_check.py" "$2" "$T/$name.out" "$T/$name.err" \
-		"$T/$name.json" || echo "FAIL: $name: bytes_check.py"
-}
+# Requested bytes (docs/sampling.md §4) of blocks of 16 B to 1 MiB, at two rates (record.lib)
 bytes_check bytes-1e-4 1e-4
 bytes_check bytes-1e-2 1e-2
 
