@@ -982,6 +982,8 @@ static void collect(struct mp_ptrace *t, uint64_t time_us, struct mp_entry *en)
 	t->frees++;
 	t->live_nsamples -= en->nsamples;
 	mp_est_sum__add(&t->live_est, -(double)en->nsamples, mp_est_weight(en->len));
+	if (!t->live_nsamples)	/* exactly nothing live, not a rounding residue */
+		t->live_est = (struct mp_est_sum){ 0, 0 };
 }
 
 /* @en's block was freed at @time_us: collect it in its owner's trace and forget it. */
