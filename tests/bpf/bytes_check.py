@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # Requested bytes against the truth of `wl_alloc sizes` (its BYTES lines), docs/sampling.md §4:
 #   bytes_check.py RATE OUT SUMMARY_JSON [REPORT_JSON]
-# PASS/FAIL lines: record's --json summary (the process' allocated and live bytes) and, given a
+# PASS/FAIL lines: record's --json summary, or memprofd's manifest.json (the process' allocated
+# and live bytes) and, given a
 # report --json of the trace, each site's, within 4 SE of the bytes asked for rounded up to
 # whole words (no header words); the summary's allocated_words is Σ n/λ.
 import json
@@ -9,7 +10,11 @@ import sys
 
 # the summary is the JSON line of memprofctl's stderr (other lines are messages)
 r, out = sys.argv[1], sys.argv[2]
-summ = json.loads([x for x in open(sys.argv[3]) if x.startswith("{")][-1])
+text = open(sys.argv[3]).read()
+try:
+    summ = json.loads(text)
+except ValueError:
+    summ = json.loads([x for x in text.splitlines() if x.startswith("{")][-1])
 rep = json.load(open(sys.argv[4])) if len(sys.argv) > 4 else None
 lam = float(r)
 truth, rnd, live = {}, 0, 0
@@ -40,7 +45,15 @@ for name, t in sorted(truth.items()):
     check("report %s live bytes" % name, s["live_bytes"]["estimate"], s["live_bytes"]["se"],
           t["live"])
 p = summ["processes"][0]
-check("summary allocated_bytes", p["allocated_bytes"], p["allocated_bytes_se"], rnd)
-check("summary live_bytes", p["live_bytes"], p["live_bytes_se"], live)
-good = abs(p["allocated_words"] - p["samples"] / lam) <= 1
-print("%s: rate %s summary allocated_words is Σ n/λ" % ("PASS" if good else "FAIL", r))
+if "est_alloc_bytes" in p:	# the manifest's names
+    what = "manifest"
+    k = ("est_alloc_bytes", "est_alloc_se_bytes", "est_live_bytes", "est_live_se_bytes",
+         "est_alloc_words", "nsamples")
+else:
+    what = "summary"
+    k = ("allocated_bytes", "allocated_bytes_se", "live_bytes", "live_bytes_se",
+         "allocated_words", "samples")
+check("%s %s" % (what, k[0]), p[k[0]], p[k[1]], rnd)
+check("%s %s" % (what, k[2]), p[k[2]], p[k[3]], live)
+good = abs(p[k[4]] - p[k[5]] / lam) <= 1
+print("%s: rate %s %s %s is Σ n/λ" % ("PASS" if good else "FAIL", r, what, k[4]))

@@ -50,6 +50,7 @@ rec threads -r 1e-3 -o "$T/threads.ctf" -- "$WL/wl_alloc" threads 4 20000 500
 check "threads: exit status 0" [ "$rc" = 0 ]
 sites threads
 # requested bytes through the daemon (its bus carries the estimates; the SE is bounded from them)
+# and in its manifest
 for r in 1e-2 1e-4; do
 	timeout -k 5 120 "$MEMPROFCTL" --socket "$SOCK" --json record -r $r -o "$T/bytes$r.ctf" \
 		-- "$WL/wl_alloc" sizes 2 >"$T/bytes$r.out" 2>"$T/bytes$r.err"
@@ -57,6 +58,10 @@ for r in 1e-2 1e-4; do
 	check "sizes at $r: recorded through memprofd" grep -q '"daemon_profile"' "$T/bytes$r.err"
 	/usr/bin/python3 "$MP_SRC/tests/bpf/bytes_check.py" $r "$T/bytes$r.out" "$T/bytes$r.err" ||
 		echo "FAIL: sizes at $r: bytes_check.py"
+	# the daemon's manifest of that profile: its own estimates, with exact standard errors
+	id=$(sed -n 's/.*"daemon_profile":\([0-9]*\).*/\1/p' "$T/bytes$r.err")
+	/usr/bin/python3 "$MP_SRC/tests/bpf/bytes_check.py" $r "$T/bytes$r.out" \
+		"$STATE/profiles/$id/manifest.json" || echo "FAIL: sizes at $r: manifest of profile $id"
 done
 check "traces written to the caller's files only (none under the state directory)" \
 	eval "[ -z \"\$(find '$STATE/profiles' -name '*.ctf*')\" ]"
