@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 # Requested bytes against the truth of `wl_alloc sizes` (its BYTES lines), docs/sampling.md §4:
 #   bytes_check.py RATE OUT SUMMARY_JSON [REPORT_JSON]
-# PASS/FAIL lines: record's --json summary, or memprofd's manifest.json (the process' allocated
-# and live bytes) and, given a
+# PASS/FAIL lines: record's --json summary, or memprofd's manifest.json or `status --json` (the
+# process' allocated and live bytes) and, given a
 # report --json of the trace, each site's, within 4 SE of the bytes asked for rounded up to
 # whole words (no header words); the summary's allocated_words is Σ n/λ.
 import json
@@ -45,8 +45,8 @@ for name, t in sorted(truth.items()):
     check("report %s live bytes" % name, s["live_bytes"]["estimate"], s["live_bytes"]["se"],
           t["live"])
 p = summ["processes"][0]
-if "est_alloc_bytes" in p:	# the manifest's names
-    what = "manifest"
+if "est_alloc_bytes" in p:	# the names of the manifest and of status --json
+    what = "manifest" if "settings" in summ else "status"
     k = ("est_alloc_bytes", "est_alloc_se_bytes", "est_live_bytes", "est_live_se_bytes",
          "est_alloc_words", "nsamples")
 else:

@@ -66,6 +66,30 @@ done
 check "traces written to the caller's files only (none under the state directory)" \
 	eval "[ -z \"\$(find '$STATE/profiles' -name '*.ctf*')\" ]"
 
+# status --json of a running process, attached to before it allocates (the SE bounded)
+mkfifo "$T/gate"
+"$WL/wl_alloc" sizes 2 gate <"$T/gate" >"$T/gated.out" &
+GATED=$!
+exec 9>"$T/gate"
+wait_until 10 grep -q '^ready' "$T/gated.out"
+GID=$(ctl attach -r 1e-2 "$GATED" | attach_id)
+echo go >&9
+wait_until 60 eval "[ \$(grep -c '^BYTES' '$T/gated.out') = 2 ]"
+# the daemon has read every event once two reads 200 ms apart agree
+prev=-1
+for ((k = 0; k < 50; k++)); do
+	n=$(proc_field "$GID" nsamples)
+	[ "$n" = "$prev" ] && break
+	prev=$n
+	sleep 0.2
+done
+ctl --json status "$GID" >"$T/gated.json"
+/usr/bin/python3 "$MP_SRC/tests/bpf/bytes_check.py" 1e-2 "$T/gated.out" "$T/gated.json" ||
+	echo "FAIL: status: bytes_check.py"
+exec 9>&-
+wait "$GATED"
+ctl discard "$GID" >/dev/null
+
 # --- record says which daemon it used, and its summary counts only CMD's processes, even while
 # another profile of the same daemon samples a busy process.
 FOREIGN=$(phases_start -- 20000 1000)

@@ -15,8 +15,10 @@
  *	                           every K blocks)
  *	wl_alloc sites SCALE       malloc/calloc/realloc/posix_memalign/aligned_alloc/mmap sites,
  *	                           one of them leaking; SCALE (default 1) multiplies the counts
- *	wl_alloc sizes MIB         about MIB MiB of blocks of each size from 16 B to 1 MiB, one in
- *	                           four leaked; also prints BYTES lines (requested bytes)
+ *	wl_alloc sizes MIB [gate]  about MIB MiB of blocks of each size from 16 B to 1 MiB, one in
+ *	                           four leaked; also prints BYTES lines (requested bytes). With
+ *	                           gate: "ready", then waits for a line on stdin first and for EOF
+ *	                           at the end
  *	wl_alloc threads T N SIZE  T threads allocate N blocks each; main frees them all
  *	wl_alloc fork              parent and child allocate (and leak) at distinct sites
  *	wl_alloc exec              leak, exec itself ("post-exec"), leak again
@@ -31,6 +33,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -367,14 +370,24 @@ static void sizes_site(const char *name, void *(*site)(size_t), const size_t *si
 }
 
 /* Sizes from 16 B to 1 MiB: whole words at wl_site_words, others at wl_site_odd. */
-static int run_sizes(long scale)
+static int run_sizes(long scale, bool gated)
 {
 	static const size_t whole[] = { 16, 72, 128, 1000, 4096, 65536, 1 << 20 };
 	static const size_t odd[] = { 13, 100, 1001, 70001 };
 	const uint64_t bytes = (uint64_t)scale << 20;
+	char line[64];
 
+	if (gated) {	/* a profiler attaches now */
+		printf("ready\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+	}
 	sizes_site("wl_site_words", wl_site_words, whole, sizeof(whole) / sizeof(whole[0]), bytes);
 	sizes_site("wl_site_odd", wl_site_odd, odd, sizeof(odd) / sizeof(odd[0]), bytes);
+	if (gated)	/* the profiler reads its figures, then lets go */
+		while (fgets(line, sizeof(line), stdin))
+			;
 	return 0;
 }
 
@@ -575,7 +588,7 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "sites"))
 		return run_sites(argc > 2 ? atol(argv[2]) : 1);
 	if (!strcmp(mode, "sizes"))
-		return run_sizes(argc > 2 ? atol(argv[2]) : 1);
+		return run_sizes(argc > 2 ? atol(argv[2]) : 1, argc > 3 && !strcmp(argv[3], "gate"));
 	if (!strcmp(mode, "threads") && argc == 5)
 		return run_threads(atol(argv[2]), atol(argv[3]), atol(argv[4]));
 	if (!strcmp(mode, "fork"))
@@ -595,7 +608,7 @@ int main(int argc, char **argv)
 		return run_spin(argv[2]);
 	if (!strcmp(mode, "libcmaps") && argc == 3)
 		return run_libcmaps(atol(argv[2]));
-	fprintf(stderr, "usage: wl_alloc equal N SIZE [K] | sites [SCALE] | sizes [MIB] | "
+	fprintf(stderr, "usage: wl_alloc equal N SIZE [K] | sites [SCALE] | sizes [MIB [gate]] | "
 		"threads T N SIZE | "
 		"fork | exec | deep | ctl | spin FILE | libcmaps N\n");
 	return 2;
