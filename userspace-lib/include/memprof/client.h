@@ -128,7 +128,7 @@ struct memprof_client_process {
 	char *mode;			/* "uprobe", "preload"; NULL: not told */
 	bool exited;
 	uint64_t samples, nsamples, live_nsamples, frees, drops;
-	double est_alloc_bytes, est_live_bytes;
+	double est_alloc_bytes, est_live_bytes;	/* requested bytes (rounded up to words) */
 	char *trace;			/* "" when written to a file the client passed */
 	char *detached_reason;		/* over its overhead budget; NULL: not detached */
 };
