@@ -38,6 +38,7 @@
 
 #include <memprof/preload.h>
 
+#include "userspace-lib/estimate.h"
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
 #include "cli/record_daemon.h"
@@ -321,9 +322,10 @@ static void print_summary_json(struct mp_engine *e, struct mp_profile *p, const 
 			",\"allocated_bytes\":%.0f,\"allocated_bytes_se\":%.0f"
 			",\"live_bytes\":%.0f,\"live_bytes_se\":%.0f,\"truncated_stacks\":%"
 			PRIu64, ps[i].samples, ps[i].nsamples, ps[i].frees,
-			ps[i].est_alloc_bytes, mp_estimate_se_bytes(rate, ps[i].nsamples),
-			ps[i].est_live_bytes, mp_estimate_se_bytes(rate, ps[i].live_nsamples),
-			ps[i].truncated_stacks);
+			ps[i].est_alloc_bytes, ps[i].se_alloc_bytes, ps[i].est_live_bytes,
+			ps[i].se_live_bytes, ps[i].truncated_stacks);
+		fprintf(f, ",\"allocated_words\":%.0f,\"live_words\":%.0f",
+			mp_est_words(rate, ps[i].nsamples), mp_est_words(rate, ps[i].live_nsamples));
 		fprintf(f, ",\"dwarf_stacks\":%" PRIu64 ",\"window_cut_stacks\":%" PRIu64
 			",\"unwind_fallbacks\":%" PRIu64, ps[i].dwarf_stacks,
 			ps[i].window_cut_stacks, ps[i].unwind_fallbacks);
@@ -367,7 +369,6 @@ static void write_failure(void *ctx, const char *msg)
 
 static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint64_t *base)
 {
-	double rate = mp_profile__opts(p)->rate;
 	size_t n = mp_profile__procs(p, NULL, 0);
 	struct mp_proc_stats *ps = calloc(n ? n : 1, sizeof(*ps));
 	uint64_t st[MP_STAT__MAX] = { 0 }, drops[MP_DROP__MAX] = { 0 };
@@ -381,9 +382,9 @@ static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint6
 		char a[32], ase[32], l[32], lse[32];
 
 		human(ps[i].est_alloc_bytes, a, sizeof(a));
-		human(mp_estimate_se_bytes(rate, ps[i].nsamples), ase, sizeof(ase));
+		human(ps[i].se_alloc_bytes, ase, sizeof(ase));
 		human(ps[i].est_live_bytes, l, sizeof(l));
-		human(mp_estimate_se_bytes(rate, ps[i].live_nsamples), lse, sizeof(lse));
+		human(ps[i].se_live_bytes, lse, sizeof(lse));
 		fprintf(stderr,
 			"memprofctl record: %s (pid %d): %" PRIu64 " samples in %" PRIu64
 			" blocks, %" PRIu64 " freed; allocated %s +/- %s, live at exit %s +/- %s;"

@@ -13,6 +13,7 @@
 
 #include <json-c/json.h>
 
+#include "userspace-lib/estimate.h"
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
 #include "daemon/engine.h"
@@ -175,9 +176,13 @@ void ctl_print_profile(const struct memprof_client_profile *p)
 			json_object_object_add(j, "live_nsamples",
 					       json_object_new_uint64(c->live_nsamples));
 			json_object_object_add(j, "est_alloc_se_bytes", json_object_new_double(
-					       mp_estimate_se_bytes(p->rate, c->nsamples)));
+					       mp_est_se_bound_bytes(p->rate, c->est_alloc_bytes)));
 			json_object_object_add(j, "est_live_se_bytes", json_object_new_double(
-					       mp_estimate_se_bytes(p->rate, c->live_nsamples)));
+					       mp_est_se_bound_bytes(p->rate, c->est_live_bytes)));
+			json_object_object_add(j, "est_alloc_words", json_object_new_double(
+					       mp_est_words(p->rate, c->nsamples)));
+			json_object_object_add(j, "est_live_words", json_object_new_double(
+					       mp_est_words(p->rate, c->live_nsamples)));
 			json_object_object_add(j, "drops", json_object_new_uint64(c->drops));
 			json_object_object_add(j, "detached_reason", c->detached_reason ?
 					       json_object_new_string(c->detached_reason) : NULL);
@@ -215,10 +220,10 @@ void ctl_print_profile(const struct memprof_client_profile *p)
 
 		/* Estimates with their standard error (the binomial sampling's). */
 		ctl_human_bytes(c->est_alloc_bytes, 1, alloc, sizeof(alloc));
-		ctl_human_bytes(mp_estimate_se_bytes(p->rate, c->nsamples), 1, se, sizeof(se));
+		ctl_human_bytes(mp_est_se_bound_bytes(p->rate, c->est_alloc_bytes), 1, se, sizeof(se));
 		snprintf(a, sizeof(a), "%s ±%s", alloc, se);
 		ctl_human_bytes(c->est_live_bytes, 1, live, sizeof(live));
-		ctl_human_bytes(mp_estimate_se_bytes(p->rate, c->live_nsamples), 1, se,
+		ctl_human_bytes(mp_est_se_bound_bytes(p->rate, c->est_live_bytes), 1, se,
 				sizeof(se));
 		snprintf(l, sizeof(l), "%s ±%s", live, se);
 		printf("  %-8" PRIu32 " %-16s %-7s %-7s %9" PRIu64 " %9" PRIu64 " %21s %21s %7"

@@ -18,6 +18,7 @@
 
 #include <json-c/json.h>
 
+#include "userspace-lib/estimate.h"
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
 #include "cli/record_daemon.h"
@@ -290,11 +291,15 @@ static void summary_json(const struct record_daemon *rd, const struct memprof_cl
 		json_object_object_add(j, "allocated_bytes",
 				       json_object_new_double(round(c->est_alloc_bytes)));
 		json_object_object_add(j, "allocated_bytes_se", json_object_new_double(
-				       round(mp_estimate_se_bytes(p->rate, c->nsamples))));
+				       round(mp_est_se_bound_bytes(p->rate, c->est_alloc_bytes))));
 		json_object_object_add(j, "live_bytes",
 				       json_object_new_double(round(c->est_live_bytes)));
 		json_object_object_add(j, "live_bytes_se", json_object_new_double(
-				       round(mp_estimate_se_bytes(p->rate, c->live_nsamples))));
+				       round(mp_est_se_bound_bytes(p->rate, c->est_live_bytes))));
+		json_object_object_add(j, "allocated_words", json_object_new_double(
+				       round(mp_est_words(p->rate, c->nsamples))));
+		json_object_object_add(j, "live_words", json_object_new_double(
+				       round(mp_est_words(p->rate, c->live_nsamples))));
 		json_object_object_add(j, "drops", json_object_new_uint64(c->drops));
 		json_object_object_add(j, "detached_reason", c->detached_reason ?
 				       json_object_new_string(c->detached_reason) : NULL);
@@ -330,9 +335,9 @@ static void summary_text(const struct record_daemon *rd, const struct memprof_cl
 		char a[32], ase[32], l[32], lse[32];
 
 		ctl_human_bytes(c->est_alloc_bytes, 2, a, sizeof(a));
-		ctl_human_bytes(mp_estimate_se_bytes(p->rate, c->nsamples), 2, ase, sizeof(ase));
+		ctl_human_bytes(mp_est_se_bound_bytes(p->rate, c->est_alloc_bytes), 2, ase, sizeof(ase));
 		ctl_human_bytes(c->est_live_bytes, 2, l, sizeof(l));
-		ctl_human_bytes(mp_estimate_se_bytes(p->rate, c->live_nsamples), 2, lse,
+		ctl_human_bytes(mp_est_se_bound_bytes(p->rate, c->est_live_bytes), 2, lse,
 				sizeof(lse));
 		fprintf(stderr, PFX "%s (pid %d): %" PRIu64 " samples in %" PRIu64 " blocks, %"
 			PRIu64 " freed; allocated %s +/- %s, live at exit %s +/- %s; trace '%s'\n",

@@ -31,6 +31,7 @@
 #include "daemon/sampler.h"
 #include "daemon/symbolize.h"
 #include "daemon/unwind.h"
+#include "userspace-lib/estimate.h"
 #include "userspace-lib/outfile.h"
 #include "userspace-lib/writer_async.h"
 
@@ -78,6 +79,7 @@ struct mp_ptrace {
 	bool exited;
 	bool in_table;
 	uint64_t samples, nsamples, frees, live_nsamples, truncated, exec_collects;
+	struct mp_est_sum est, live_est;	/* requested words' estimators (estimate.h) */
 	uint64_t unmatched, stale, table_full, write_errors;
 	uint64_t stalled;		/* events not written: the output's queue was full */
 	uint64_t stalled_us;		/* the first of them (CLOCK_REALTIME µs) */
@@ -170,11 +172,6 @@ static uint64_t now_epoch_us(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
-}
-
-double mp_estimate_se_bytes(double rate, uint64_t nsamples)
-{
-	return sqrt((1.0 - rate) * (double)nsamples) / rate * 8.0;
 }
 
 static const char *const drop_names[MP_DROP__MAX] = {
@@ -984,6 +981,9 @@ static void collect(struct mp_ptrace *t, uint64_t time_us, struct mp_entry *en)
 		trace_write_failed(t, r);
 	t->frees++;
 	t->live_nsamples -= en->nsamples;
+	mp_est_sum__add(&t->live_est, -(double)en->nsamples, mp_est_weight(en->len));
+	if (!t->live_nsamples)	/* exactly nothing live, not a rounding residue */
+		t->live_est = (struct mp_est_sum){ 0, 0 };
 }
 
 /* @en's block was freed at @time_us: collect it in its owner's trace and forget it. */
@@ -1141,7 +1141,7 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 		     const struct mp_ustack *us)
 {
 	struct mp_profile *p = profile_by_id(e, ev->h.profile);
-	uint64_t bt[MP_MAX_STACK], dw[MP_MAX_STACK], time_us, n, id;
+	uint64_t bt[MP_MAX_STACK], dw[MP_MAX_STACK], time_us, n, id, len = (ev->size + 7) / 8;
 	const uint64_t *frames;
 	unsigned int nfr, k = 0;
 	struct mp_ptrace *t;
@@ -1208,8 +1208,7 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 		e->drops[MP_DROP_TABLE_FULL]++;
 		return;
 	}
-	r = memprof_writer__alloc(t->w, time_us, (ev->size + 7) / 8, n, MEMPROF_SOURCE_EXTERNAL,
-				  bt, k, &id);
+	r = memprof_writer__alloc(t->w, time_us, len, n, MEMPROF_SOURCE_EXTERNAL, bt, k, &id);
 	if (r < 0) {
 		trace_write_failed(t, r);
 		/* not in the trace: its free is neither written nor an unmatched free */
@@ -1231,6 +1230,11 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 	t->samples++;
 	t->nsamples += n;
 	t->live_nsamples += n;
+	/* live blocks weigh in at their length as the entry keeps it (clamped), so that their
+	 * frees take off exactly what they added */
+	en->len = len < MP_ENTRY_LEN_MAX ? len : MP_ENTRY_LEN_MAX;
+	mp_est_sum__add(&t->est, (double)n, mp_est_weight(len));
+	mp_est_sum__add(&t->live_est, (double)n, mp_est_weight(en->len));
 	/* the library's counters, read now and then while the process lives */
 	if (t->mode == MP_PROC_MODE_PRELOAD && !(t->samples & 255))
 		trace_update_mode(t);
@@ -2305,7 +2309,7 @@ const struct mp_profile_opts *mp_profile__opts(const struct mp_profile *p)
 size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, size_t max)
 {
 	size_t i = 0;
-	double scale = 8.0 / p->opts.rate;
+	double rate = p->opts.rate;
 
 	for (struct mp_ptrace *t = p->list; t; t = t->next, i++) {
 		struct mp_proc_stats *s;
@@ -2320,8 +2324,10 @@ size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, 
 		s->samples = t->samples;
 		s->nsamples = t->nsamples;
 		s->frees = t->frees;
-		s->est_alloc_bytes = (double)t->nsamples * scale;
-		s->est_live_bytes = (double)t->live_nsamples * scale;
+		s->est_alloc_bytes = mp_est_bytes(rate, &t->est);
+		s->est_live_bytes = mp_est_bytes(rate, &t->live_est);
+		s->se_alloc_bytes = mp_est_se_bytes(rate, &t->est);
+		s->se_live_bytes = mp_est_se_bytes(rate, &t->live_est);
 		s->drops = t->table_full + t->unmatched + t->stale + t->write_errors + t->stalled;
 		s->trace_path = t->path;
 		s->write_errors = t->write_errors;

@@ -132,7 +132,7 @@ struct mp_proc_stats {
 	uint64_t samples;		/* alloc events (sampled blocks) */
 	uint64_t nsamples;		/* sum of multiplicities */
 	uint64_t frees;			/* collects written */
-	double est_alloc_bytes;		/* Σ n/λ × 8 */
+	double est_alloc_bytes;		/* requested bytes (rounded to words): estimate.h */
 	double est_live_bytes;		/* same over blocks not freed */
 	uint64_t drops;			/* events lost for this process (ring full, table full...) */
 	const char *trace_path;		/* may be NULL when written to a passed fd */
@@ -164,6 +164,8 @@ struct mp_proc_stats {
 	uint64_t stalled;		/* events not written: the output's queue was full */
 	uint64_t stalled_us;		/* when that first happened, CLOCK_REALTIME µs */
 	bool trace_done;		/* the trace is complete and its file written and closed */
+	/* Added (requested bytes): standard errors of est_alloc_bytes and est_live_bytes */
+	double se_alloc_bytes, se_live_bytes;
 };
 
 typedef void (*mp_profile_state_fn)(void *ctx, struct mp_profile *p, enum mp_profile_state st);
@@ -309,8 +311,5 @@ int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_le
  */
 int mp_profile__sync_pid(struct mp_profile *p, pid_t pid, int out_fd, char *err, size_t err_len);
 
-/* The sampling rate's standard error of an estimate made of @nsamples samples, in bytes:
- * sqrt((1 - λ) Σn) / λ × 8. */
-double mp_estimate_se_bytes(double rate, uint64_t nsamples);
 
 #endif

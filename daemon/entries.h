@@ -58,12 +58,13 @@ enum mp_entries_drop {
  * process' blocks have otherwise. The owner (the trace the block was written to) and the
  * allocating thread are small indexes into per-process tables: read them with
  * mp_entries__owner() and mp_entries__tid(), set the owner, id and multiplicity with
- * mp_entries__set(). id and nsamples are read directly.
+ * mp_entries__set(). id and nsamples are read directly; len is the engine's to set.
  *
  * A pointer to an entry is valid until the next insert, remove, drain or thread_exit on the
  * table (slots move).
  */
-#define MP_ENTRY_ID_BITS	56
+#define MP_ENTRY_ID_BITS	40
+#define MP_ENTRY_LEN_MAX	0xFFFFu	/* lengths clamp here (mp_entry.len) */
 #define MP_ENTRY_NSAMPLES_BITS	48
 #define MP_ENTRY_MAX_OWNERS	253	/* distinct owners of one process' live entries */
 
@@ -71,6 +72,7 @@ struct mp_entry {
 	uint64_t key;
 	uint64_t id : MP_ENTRY_ID_BITS;		/* object id in the owner's trace */
 	uint64_t owner_ix : 8;			/* 0: empty slot (entries.c) */
+	uint64_t len : 16;			/* words, at most MP_ENTRY_LEN_MAX (the engine's) */
 	uint64_t nsamples : MP_ENTRY_NSAMPLES_BITS;	/* multiplicity */
 	uint64_t thread_ix : 16;		/* 0: orphaned (entries.c) */
 };

@@ -21,6 +21,7 @@
 #include "bpf/memprof.h"
 #include "daemon/bus.h"
 #include "daemon/memprofd.h"
+#include "userspace-lib/estimate.h"
 #include "userspace-lib/validate.h"
 
 static int write_owned(const char *tmp, const char *final, const char *text, uid_t uid,
@@ -796,10 +797,14 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 					       json_object_new_double(ps[i].est_live_bytes));
 			json_object_object_add(pj, "live_nsamples",
 					       json_object_new_uint64(ps[i].live_nsamples));
-			json_object_object_add(pj, "est_alloc_se_bytes", json_object_new_double(
-					       mp_estimate_se_bytes(o->rate, ps[i].nsamples)));
-			json_object_object_add(pj, "est_live_se_bytes", json_object_new_double(
-					       mp_estimate_se_bytes(o->rate, ps[i].live_nsamples)));
+			json_object_object_add(pj, "est_alloc_se_bytes",
+					       json_object_new_double(ps[i].se_alloc_bytes));
+			json_object_object_add(pj, "est_live_se_bytes",
+					       json_object_new_double(ps[i].se_live_bytes));
+			json_object_object_add(pj, "est_alloc_words", json_object_new_double(
+					       mp_est_words(o->rate, ps[i].nsamples)));
+			json_object_object_add(pj, "est_live_words", json_object_new_double(
+					       mp_est_words(o->rate, ps[i].live_nsamples)));
 			json_object_object_add(pj, "drops", json_object_new_uint64(ps[i].drops));
 			json_object_object_add(pj, "unmatched_frees",
 					       json_object_new_uint64(ps[i].unmatched_frees));

@@ -264,6 +264,8 @@ int rp_print_json(const struct rp_model *m, FILE *f)
 	json_object_object_add(tot, "allocations", est_obj(&m->total_blocks));
 	json_object_object_add(tot, "live_bytes", est_obj(&m->total_live_bytes));
 	json_object_object_add(tot, "live_allocations", est_obj(&m->total_live_blocks));
+	json_object_object_add(tot, "est_words", est_obj(&m->total_words));
+	json_object_object_add(tot, "live_est_words", est_obj(&m->total_live_words));
 	json_object_object_add(tot, "sampled_blocks",
 			       json_object_new_int64((int64_t)m->total_sampled));
 	json_object_object_add(tot, "samples", json_object_new_int64((int64_t)m->total_samples));

@@ -15,6 +15,7 @@
 
 #include "report/intern.h"
 #include "report/report.h"
+#include "userspace-lib/estimate.h"
 #include "userspace-lib/outfile.h"
 
 /* Grow *@arr (of *@cap elements of @size) to hold @need. Returns 0 or -ENOMEM. */
@@ -1040,6 +1041,18 @@ bool rp_model__span(const struct rp_model *m, uint64_t *t0, uint64_t *t1)
 	return *t0 != UINT64_MAX && *t1 >= *t0;
 }
 
+/* The block's estimated bytes and variance (its trace's λ). */
+static void block_bytes(const struct rp_model *m, const struct rp_block *b, double *est,
+			double *var)
+{
+	const struct rp_trace *t = &m->traces[b->trace];
+	double f = t->word_bytes / 8;	/* mp_est_block() counts 8-byte words */
+
+	mp_est_block(t->rate, b->length, b->nsamples, est, var);
+	*est *= f;
+	*var *= f * f;
+}
+
 static int build_timeline(struct rp_model *m)
 {
 	size_t k = m->opts.points;
@@ -1082,9 +1095,7 @@ static int build_timeline(struct rp_model *m)
 			ke = lower_bound(pts, k, t->start_us + b->t_free);
 		if (ka >= ke)
 			continue;
-		est = (double)b->nsamples / t->rate * t->word_bytes;
-		var = (1 - t->rate) * (double)b->nsamples / (t->rate * t->rate) *
-		      t->word_bytes * t->word_bytes;
+		block_bytes(m, b, &est, &var);
 		d_est[ka] += est;
 		d_var[ka] += var;
 		d_est[ke] -= est;
@@ -1201,17 +1212,6 @@ static int cmp_peak_ev(const void *a, const void *b)
 	return x->alloc - y->alloc;	/* frees first at the same time */
 }
 
-/* The block's estimated bytes and variance (its trace's λ). */
-static void block_bytes(const struct rp_model *m, const struct rp_block *b, double *est,
-			double *var)
-{
-	const struct rp_trace *t = &m->traces[b->trace];
-	double n = (double)b->nsamples;
-
-	*est = n / t->rate * t->word_bytes;
-	*var = (1 - t->rate) * n / (t->rate * t->rate) * t->word_bytes * t->word_bytes;
-}
-
 /* Is block @b counted (in its window, not a base, kept by the filters)? */
 static bool block_counted(const struct rp_model *m, const struct rp_block *b)
 {
@@ -1297,6 +1297,8 @@ int rp_model__analyze(struct rp_model *m)
 	memset(&m->total_bytes, 0, sizeof(m->total_bytes));
 	memset(&m->total_blocks, 0, sizeof(m->total_blocks));
 	memset(&m->total_live_bytes, 0, sizeof(m->total_live_bytes));
+	memset(&m->total_words, 0, sizeof(m->total_words));
+	memset(&m->total_live_words, 0, sizeof(m->total_live_words));
 	memset(&m->total_live_blocks, 0, sizeof(m->total_live_blocks));
 	m->total_sampled = m->total_samples = m->total_sampled_live = 0;
 	memset(&m->total_temp_bytes, 0, sizeof(m->total_temp_bytes));
@@ -1314,11 +1316,12 @@ int rp_model__analyze(struct rp_model *m)
 	for (size_t i = 0; i < m->nblocks; i++) {
 		const struct rp_block *b = &m->blocks[i];
 		const struct rp_trace *t = &m->traces[b->trace];
-		double lam = t->rate, wb = t->word_bytes, n = (double)b->nsamples;
+		double lam = t->rate, wb = t->word_bytes, eb, vb;
+		double ew = mp_est_words(lam, b->nsamples);
+		double vw = (1 - lam) * (double)b->nsamples / (lam * lam);
 		double w = (double)b->length + 1;
 		/* P(block tracked) = 1 - (1-λ)^w, computed without cancellation. */
 		double p = lam >= 1 ? 1 : -expm1(w * log1p(-lam));
-		double eb = n / lam * wb, vb = (1 - lam) * n / (lam * lam) * wb * wb;
 		double ec = 1 / p, vc = (1 - p) / (p * p);
 		int64_t vi = m->stack_view[b->stack];
 		unsigned int cls;
@@ -1328,6 +1331,7 @@ int rp_model__analyze(struct rp_model *m)
 
 		if (b->t_alloc < t->win_start || b->t_alloc > t->win_end)
 			continue;
+		block_bytes(m, b, &eb, &vb);
 		if (vi < 0) {
 			m->filtered_out++;
 			continue;
@@ -1376,6 +1380,7 @@ int rp_model__analyze(struct rp_model *m)
 		}
 		est_add(&m->total_bytes, eb, vb);
 		est_add(&m->total_blocks, ec, vc);
+		est_add(&m->total_words, ew, vw);
 		s->sampled++;
 		s->samples += b->nsamples;
 		m->total_sampled++;
@@ -1388,6 +1393,7 @@ int rp_model__analyze(struct rp_model *m)
 			est_add(&s->live_blocks, ec, vc);
 			est_add(&m->total_live_bytes, eb, vb);
 			est_add(&m->total_live_blocks, ec, vc);
+			est_add(&m->total_live_words, ew, vw);
 			sv->live_bytes += eb;
 			sv->live_blocks += ec;
 			sv->live_bytes_var += vb;

@@ -398,6 +398,8 @@ int rp_write_pprof(const struct rp_model *m, const char *path)
 	p.period_type.type = STR(&p, "space");
 	p.period_type.unit = STR(&p, "bytes");
 	prof.period_type = &p.period_type;
+	/* nominal: a sample stands for 8 len/((len+1) λ) requested bytes, a word's worth less
+	 * its share of the header word (the values are those estimates) */
 	if (m->ntraces)
 		prof.period = clamp_i64(m->traces[0].word_bytes / m->traces[0].rate);
 	if (rp_model__span(m, &t0, &t1)) {

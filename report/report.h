@@ -182,6 +182,9 @@ struct rp_model {
 	uint32_t *suspects;		/* sites with old live blocks, ranked by old live bytes */
 	size_t nsuspects;
 	struct rp_est total_bytes, total_blocks, total_live_bytes, total_live_blocks;
+	/* Words as memtrace counts them (Σ n/λ: the requests rounded to words, plus one header
+	 * word per block), for --json */
+	struct rp_est total_words, total_live_words;
 	uint64_t total_sampled, total_samples, total_sampled_live;
 	struct rp_point *timeline;
 	size_t npoints;

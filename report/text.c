@@ -125,8 +125,8 @@ static void print_traces(const struct rp_model *m, FILE *f)
 				off + (double)t->win_end / 1e6);
 		else
 			fprintf(f, "Window: per trace (above)");
-		fprintf(f, "; sites by %s; estimates ± 1 standard error\n",
-			rp_by_name(m->opts.by));
+		fprintf(f, "; sites by %s; estimates ± 1 standard error; bytes as requested, "
+			"rounded up to words\n", rp_by_name(m->opts.by));
 	}
 }
 

@@ -28,6 +28,10 @@ hist() {	# name rate blocks size pause
 hist fast-hist-101w 0.01 8000 800 400
 hist fast-hist-4w 0.1 12000 24 400
 
+# Requested bytes of blocks of 16 B to 1 MiB (record.lib)
+bytes_check fast-bytes-1e-4 1e-4 --preload --batch 1
+bytes_check fast-bytes-1e-2 1e-2 --preload --batch 1
+
 # Totals per site at two rates, sizes on both sides of 1/λ.
 record fast-sites-1e-4 --preload --batch 1 -r 1e-4 --seed 7 -o "$T/sites-1e-4.ctf" -- "$WL/wl_alloc" sites 2
 ok "sites at 1e-4: exit status 0" [ "$rc" -eq 0 ]

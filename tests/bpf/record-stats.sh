@@ -27,6 +27,10 @@ ok "sites at 1e-2: exit status 0" [ "$rc" -eq 0 ]
 "$CHECK" sites "$T/sites-1e-2.ctf" "$T/sites-1e-2.out"
 ok "sites at 1e-2: no ring-buffer drop" grep -q "ringbuf=0 " <(context_of "$T/sites-1e-2.ctf")
 
+# Requested bytes (docs/sampling.md §4) of blocks of 16 B to 1 MiB, at two rates (record.lib)
+bytes_check bytes-1e-4 1e-4
+bytes_check bytes-1e-2 1e-2
+
 # --interval: 8 / 800 = 1e-2 per word
 record cxx --interval 800 -o "$T/cxx.ctf" -- "$WL/wl_cxx"
 ok "C++: exit status 0" [ "$rc" -eq 0 ]

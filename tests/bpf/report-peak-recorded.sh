@@ -34,7 +34,8 @@ for line in open(sys.argv[2]):
     elif f and f[0] == "PEAK":
         peak = int(f[1].split("=")[1])
 pk = rep["peak"]
-se = math.sqrt(8 * peak * (1 - lam) / lam)	# 64 W (1-λ)/λ with W = peak / 8 words
+# Σ (8 len)²/(len+1) (1-λ)/λ over the blocks held (docs/sampling.md §4), len = 512 words
+se = math.sqrt(8 * peak * 512 / 513 * (1 - lam) / lam)
 z = (pk["live_bytes"]["estimate"] - peak) / se
 print("  peak %.0f ± %.0f (exact SE %.0f) truth %d z %+.2f at %.3f s, top site %s" % (
     pk["live_bytes"]["estimate"], pk["live_bytes"]["se"], se, peak, z, pk["t_s"], pk["sites"][0]["site"]))

@@ -56,10 +56,18 @@ for name, t in sorted(truth.items()):
         continue
     s = sites[name]
     w, live, blocks = t["words"], t["live_words"], t["blocks"]
-    # Exact variances from the truth: bytes 64 W (1-λ)/λ; blocks of equal size w0 = W/N:
-    # N (1-p)/p with p = 1 - (1-λ)^w0 (sites with varying sizes: mean size, approximate).
-    check(name + " bytes", s["bytes"]["estimate"], 8 * w, 64 * w * (1 - lam) / lam)
-    check(name + " live_bytes", s["live_bytes"]["estimate"], 8 * live, 64 * live * (1 - lam) / lam)
+    # Requested bytes: the truth's words less one header word per block (a site leaks all its
+    # blocks or none). Variances from the truth (docs/sampling.md §4): N (8 l)²/(l+1) (1-λ)/λ
+    # for N blocks of l = W/N - 1 words (sites with varying sizes: mean size, approximate);
+    # blocks N (1-p)/p with p = 1 - (1-λ)^(W/N).
+    if live not in (0, w):
+        print("FAIL: %s leaks %d of %d words: not all or none" % (name, live, w))
+        ok = False
+    l = w / blocks - 1
+    v = blocks * (8 * l) ** 2 / (l + 1) * (1 - lam) / lam
+    check(name + " bytes", s["bytes"]["estimate"], 8 * (w - blocks), v)
+    check(name + " live_bytes", s["live_bytes"]["estimate"], 8 * (live - blocks) if live else 0,
+          v if live else 0)
     if name != "wl_site_realloc":
         p = -math.expm1((w / blocks) * math.log1p(-lam))
         check(name + " allocations", s["allocations"]["estimate"], blocks, blocks * (1 - p) / p)

@@ -49,8 +49,46 @@ sites sites4
 rec threads -r 1e-3 -o "$T/threads.ctf" -- "$WL/wl_alloc" threads 4 20000 500
 check "threads: exit status 0" [ "$rc" = 0 ]
 sites threads
+# requested bytes through the daemon (its bus carries the estimates; the SE is bounded from them)
+# and in its manifest
+for r in 1e-2 1e-4; do
+	timeout -k 5 120 "$MEMPROFCTL" --socket "$SOCK" --json record -r $r -o "$T/bytes$r.ctf" \
+		-- "$WL/wl_alloc" sizes 2 >"$T/bytes$r.out" 2>"$T/bytes$r.err"
+	check "sizes at $r through memprofd: exit status 0" [ $? = 0 ]
+	check "sizes at $r: recorded through memprofd" grep -q '"daemon_profile"' "$T/bytes$r.err"
+	/usr/bin/python3 "$MP_SRC/tests/bpf/bytes_check.py" $r "$T/bytes$r.out" "$T/bytes$r.err" ||
+		echo "FAIL: sizes at $r: bytes_check.py"
+	# the daemon's manifest of that profile: its own estimates, with exact standard errors
+	id=$(sed -n 's/.*"daemon_profile":\([0-9]*\).*/\1/p' "$T/bytes$r.err")
+	/usr/bin/python3 "$MP_SRC/tests/bpf/bytes_check.py" $r "$T/bytes$r.out" \
+		"$STATE/profiles/$id/manifest.json" || echo "FAIL: sizes at $r: manifest of profile $id"
+done
 check "traces written to the caller's files only (none under the state directory)" \
 	eval "[ -z \"\$(find '$STATE/profiles' -name '*.ctf*')\" ]"
+
+# status --json of a running process, attached to before it allocates (the SE bounded)
+mkfifo "$T/gate"
+"$WL/wl_alloc" sizes 2 gate <"$T/gate" >"$T/gated.out" &
+GATED=$!
+exec 9>"$T/gate"
+wait_until 10 grep -q '^ready' "$T/gated.out"
+GID=$(ctl attach -r 1e-2 "$GATED" | attach_id)
+echo go >&9
+wait_until 60 eval "[ \$(grep -c '^BYTES' '$T/gated.out') = 2 ]"
+# the daemon has read every event once two reads 200 ms apart agree
+prev=-1
+for ((k = 0; k < 50; k++)); do
+	n=$(proc_field "$GID" nsamples)
+	[ "$n" = "$prev" ] && break
+	prev=$n
+	sleep 0.2
+done
+ctl --json status "$GID" >"$T/gated.json"
+/usr/bin/python3 "$MP_SRC/tests/bpf/bytes_check.py" 1e-2 "$T/gated.out" "$T/gated.json" ||
+	echo "FAIL: status: bytes_check.py"
+exec 9>&-
+wait "$GATED"
+ctl discard "$GID" >/dev/null
 
 # --- record says which daemon it used, and its summary counts only CMD's processes, even while
 # another profile of the same daemon samples a busy process.

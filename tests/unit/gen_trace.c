@@ -20,8 +20,8 @@
  * with geometric gaps (xoshiro256** seeded by SplitMix64). Blocks with n >= 1 samples go to
  * the trace. Freeing sites free each block after a random lifetime (a collect event if it
  * was sampled); blocks whose free time falls after the end stay live. Leaking sites never
- * free. The truth counts all blocks, sampled or not, in bytes of whole words (header
- * included), which is what n/λ × 8 estimates.
+ * free. The truth counts all blocks, sampled or not, in requested bytes rounded up to whole
+ * words (header excluded), which is what Σ n 8 len/((len+1) λ) estimates (estimate.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -366,7 +366,7 @@ int main(int argc, char **argv)
 	countdown = geom(rate);
 
 	for (uint64_t step = 0; step < steps; step++) {
-		uint64_t t = step * STEP_US, words, n = 0, free_t, id;
+		uint64_t t = step * STEP_US, words, len, n = 0, free_t, id;
 		double vb, vc, p_tracked;
 		double pick = rng_unit() * total_weight;
 		struct site *s = &sites[NSITES - 1];
@@ -403,35 +403,37 @@ int main(int argc, char **argv)
 		}
 		free_t = s->max_life > 0 ?
 			 t + (uint64_t)(rng_unit() * s->max_life * (double)end_us) : UINT64_MAX;
-		vb = 64.0 * (double)words * (1 - rate) / rate;
+		len = words - 1;
+		/* Var(n 8 len/((len+1) λ)) with n ~ Binomial(len + 1, λ) */
+		vb = 64.0 * (double)len * (double)len / (double)words * (1 - rate) / rate;
 		p_tracked = rate >= 1 ? 1 : -expm1((double)words * log1p(-rate));
 		vc = (1 - p_tracked) / p_tracked;
-		if (live_push(t, (int64_t)words) ||
-		    (free_t <= end_us && live_push(free_t, -(int64_t)words))) {
+		if (live_push(t, (int64_t)len) ||
+		    (free_t <= end_us && live_push(free_t, -(int64_t)len))) {
 			err = -ENOMEM;
 			goto fail;
 		}
 		if (free_t <= end_us && free_t - t <= temp_us) {
 			s->temp_count++;
-			s->temp_words += words;
+			s->temp_words += len;
 			s->var_temp_bytes += vb;
 			s->var_temp_allocs += vc;
 		}
 		s->count++;
-		s->words += words;
+		s->words += len;
 		s->var_bytes += vb;
 		s->var_allocs += vc;
 		if (free_t > end_us) {
 			s->live_count++;
-			s->live_words += words;
+			s->live_words += len;
 			s->var_live_bytes += vb;
 			s->var_live_allocs += vc;
 		}
 		if (t <= half_us) {
-			s->words_half += words;
+			s->words_half += len;
 			s->var_bytes_half += vb;
 			if (free_t > half_us) {
-				s->live_words_half += words;
+				s->live_words_half += len;
 				s->var_live_bytes_half += vb;
 			}
 		}

@@ -94,9 +94,9 @@ if command -v go >/dev/null; then
 	export HOME=$tmp GOCACHE=$tmp/gocache GOPROXY=off GOTELEMETRY=off
 	"$ctl" report -q --pprof "$tmp/old.pb.gz" "$tmp/old.ctf" >/dev/null 2>&1
 	"$ctl" report -q --pprof "$tmp/new.pb.gz" "$tmp/new.ctf" >/dev/null 2>&1
-	ours=$(go tool pprof -top -sample_index=alloc_space "$tmp/d.pb.gz" 2>/dev/null |
+	ours=$(go tool pprof -top -nodefraction=0 -sample_index=alloc_space "$tmp/d.pb.gz" 2>/dev/null |
 	       sed -n '/flat%/,$p')
-	theirs=$(go tool pprof -top -sample_index=alloc_space -diff_base "$tmp/old.pb.gz" \
+	theirs=$(go tool pprof -top -nodefraction=0 -sample_index=alloc_space -diff_base "$tmp/old.pb.gz" \
 		 "$tmp/new.pb.gz" 2>/dev/null | sed -n '/flat%/,$p')
 	if [ -n "$ours" ] && [ "$ours" = "$theirs" ] && grep -q -- ' -[0-9.]*[kMG]*B .*tiny_nodes$' <<<"$ours"; then
 		echo "PASS: diff-pprof"

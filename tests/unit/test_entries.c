@@ -202,7 +202,7 @@ static void test_model(void)
 			}
 			me = &m[n++];
 			*me = (struct model_entry){ .pid = pid, .tid = tid, .key = key,
-						    .id = rnd() >> 10, .nsamples = rnd() >> 20,
+						    .id = rnd() >> (64 - MP_ENTRY_ID_BITS), .nsamples = rnd() >> 20,
 						    .owner = (int)(rnd() % 4), .live = true };
 			if (mp_entries__set(t, e, &owners[me->owner], me->id, me->nsamples))
 				bad++;

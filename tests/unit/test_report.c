@@ -161,6 +161,17 @@ static bool near(double a, double b)
 		___ok;                                                                         \
 	})
 
+/* Requested bytes of a block of @len words with @n samples, and the variance estimate. */
+static double eb(double lam, double len, double n)
+{
+	return n * 8 * len / ((len + 1) * lam);
+}
+
+static double vb(double lam, double len, double n)
+{
+	return n * pow(8 * len / (len + 1), 2) * (1 - lam) / (lam * lam);
+}
+
 /* p(w) = 1 - (1-λ)^w */
 static double ptrack(double lam, double w)
 {
@@ -182,8 +193,6 @@ static void test_estimators(void)
 	char *path = write_trace("est.ctf", lam, evs, sizeof(evs) / sizeof(evs[0]));
 	struct rp_model *m = path ? load(&o, &path, 1) : NULL;
 	const struct rp_site *foo, *mn, *ma;
-	double b = 8;
-
 	free(path);
 	if (!m)
 		return;
@@ -195,23 +204,26 @@ static void test_estimators(void)
 		rp_model__free(m);
 		return;
 	}
-	ASSERT_NEAR(foo->bytes.est, 3 / lam * b, "foo bytes");
-	ASSERT_NEAR(foo->bytes.var, (1 - lam) * 3 / (lam * lam) * b * b, "foo bytes var");
+	ASSERT_NEAR(foo->bytes.est, eb(lam, 3, 2) + eb(lam, 0, 1), "foo bytes");
+	ASSERT_NEAR(foo->bytes.var, vb(lam, 3, 2) + vb(lam, 0, 1), "foo bytes var");
 	ASSERT_NEAR(foo->blocks.est, 1 / ptrack(lam, 4) + 1 / ptrack(lam, 1), "foo blocks");
 	ASSERT_NEAR(foo->blocks.var,
 		    (1 - ptrack(lam, 4)) / pow(ptrack(lam, 4), 2) +
 		    (1 - ptrack(lam, 1)) / pow(ptrack(lam, 1), 2), "foo blocks var");
-	ASSERT_NEAR(foo->live_bytes.est, 1 / lam * b, "foo live bytes (id 1)");
+	ASSERT_NEAR(foo->live_bytes.est, 0, "foo live bytes (id 1: no words asked for)");
 	ASSERT_NEAR(foo->live_blocks.est, 1 / ptrack(lam, 1), "foo live blocks");
 	ASSERT_EQ(foo->sampled, 2, "foo sampled");
 	ASSERT_EQ(foo->sampled_freed, 1, "foo freed");
 	ASSERT_EQ(foo->nlifetimes, 1, "foo lifetimes");
 	ASSERT_NEAR(foo->life_median_s, 0.030, "foo lifetime");
-	ASSERT_NEAR(mn->bytes.est, 30 / lam * b, "main bytes (operator new skipped)");
+	ASSERT_NEAR(mn->bytes.est, eb(lam, 99, 30), "main bytes (operator new skipped)");
 	ASSERT_NEAR(mn->blocks.est, 1 / ptrack(lam, 100), "main blocks");
-	ASSERT_NEAR(ma->bytes.est, 3 / lam * b, "an allocator-only stack keeps its frame");
-	ASSERT_NEAR(m->total_bytes.est, 36 / lam * b, "total bytes");
-	ASSERT_NEAR(m->total_live_bytes.est, 31 / lam * b, "total live bytes");
+	ASSERT_NEAR(ma->bytes.est, eb(lam, 7, 3), "an allocator-only stack keeps its frame");
+	ASSERT_NEAR(m->total_bytes.est, eb(lam, 3, 2) + eb(lam, 0, 1) + eb(lam, 99, 30) +
+		    eb(lam, 7, 3), "total bytes");
+	ASSERT_NEAR(m->total_live_bytes.est, eb(lam, 0, 1) + eb(lam, 99, 30), "total live bytes");
+	ASSERT_NEAR(m->total_words.est, 36 / lam, "total words, header words included");
+	ASSERT_NEAR(m->total_live_words.est, 31 / lam, "total live words");
 	ASSERT_EQ(m->total_samples, 36, "samples");
 	/* Ranking: main (240 words) > foo > malloc by bytes; by blocks foo first. */
 	ASSERT_STREQ(m->sites[m->by_bytes[0]].key, "main", "top by bytes");
@@ -248,7 +260,7 @@ static void test_keys(void)
 		ASSERT_TRUE(site(m, "bar") && site(m, "strtok") && site(m, "foo_make") &&
 			    site(m, "libbar.so+0x10") && site(m, "0x9") && site(m, "foo"),
 			    "function names");
-		ASSERT_NEAR(site(m, "foo") ? site(m, "foo")->bytes.est : 0, 2 * 8,
+		ASSERT_NEAR(site(m, "foo") ? site(m, "foo")->bytes.est : 0, 2 * eb(1, 1, 1),
 			    "foo at rate 1: n words");
 		rp_model__free(m);
 	}
@@ -326,7 +338,7 @@ static void test_filters(void)
 	if (m) {
 		ASSERT_EQ(m->total_samples, 2, "focus bar: the inlined stack only");
 		ASSERT_EQ(m->filtered_out, 3, "three stacks filtered out");
-		ASSERT_NEAR(m->timeline[m->npoints - 1].live_bytes.est, 2 * 8,
+		ASSERT_NEAR(m->timeline[m->npoints - 1].live_bytes.est, eb(1, 1, 2),
 			    "the timeline sees the filter too");
 		rp_model__free(m);
 	}
@@ -400,8 +412,8 @@ static void test_window_merge(void)
 		ASSERT_EQ(m->traces[0].collects, 1, "collects");
 		ASSERT_EQ(m->traces[0].unmatched_collects, 0, "unmatched collects");
 		if (foo) {
-			ASSERT_NEAR(foo->bytes.est, 4 / 0.5 * 8 + 3 / 0.01 * 8, "merged bytes");
-			ASSERT_NEAR(foo->bytes.var, (0.5 * 4 / 0.25 + 0.99 * 3 / 1e-4) * 64,
+			ASSERT_NEAR(foo->bytes.est, eb(0.5, 9, 4) + eb(0.01, 3, 3), "merged bytes");
+			ASSERT_NEAR(foo->bytes.var, vb(0.5, 9, 4) + vb(0.01, 3, 3),
 				    "merged variance");
 		}
 		/* Trace a's window is [1 s, 11 s]: young after 10 s, so id 2 is young; trace b's
@@ -419,7 +431,7 @@ static void test_window_merge(void)
 	if (m) {
 		foo = site(m, "foo");
 		ASSERT_EQ(m->total_sampled, 1, "window keeps id 1 only");
-		ASSERT_NEAR(foo ? foo->live_bytes.est : 0, 1 / 0.5 * 8, "id 1 live at 9 s");
+		ASSERT_NEAR(foo ? foo->live_bytes.est : 0, eb(0.5, 9, 1), "id 1 live at 9 s");
 		ASSERT_EQ(m->traces[0].win_end, 9000000, "window end");
 		rp_model__free(m);
 	}
@@ -428,8 +440,8 @@ static void test_window_merge(void)
 	m = load(&o, paths, 1);
 	if (m) {
 		/* id 0 freed at 5 s < 5.5 s; id 1 live at the window end. */
-		ASSERT_NEAR(m->total_live_bytes.est, 1 / 0.5 * 8, "live at 5.5 s");
-		ASSERT_NEAR(m->total_bytes.est, 3 / 0.5 * 8, "allocated by 5.5 s");
+		ASSERT_NEAR(m->total_live_bytes.est, eb(0.5, 9, 1), "live at 5.5 s");
+		ASSERT_NEAR(m->total_bytes.est, eb(0.5, 9, 3), "allocated by 5.5 s");
 		rp_model__free(m);
 	}
 out:

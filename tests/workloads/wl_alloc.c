@@ -15,6 +15,10 @@
  *	                           every K blocks)
  *	wl_alloc sites SCALE       malloc/calloc/realloc/posix_memalign/aligned_alloc/mmap sites,
  *	                           one of them leaking; SCALE (default 1) multiplies the counts
+ *	wl_alloc sizes MIB [gate]  about MIB MiB of blocks of each size from 16 B to 1 MiB, one in
+ *	                           four leaked; also prints BYTES lines (requested bytes). With
+ *	                           gate: "ready", then waits for a line on stdin first and for EOF
+ *	                           at the end
  *	wl_alloc threads T N SIZE  T threads allocate N blocks each; main frees them all
  *	wl_alloc fork              parent and child allocate (and leak) at distinct sites
  *	wl_alloc exec              leak, exec itself ("post-exec"), leak again
@@ -29,6 +33,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +108,22 @@ NOINLINE static void *wl_site_large(size_t size)
 }
 
 NOINLINE static void *wl_site_leak(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_words(size_t size)
+{
+	void *p = malloc(size);
+
+	sink = p;
+	return p;
+}
+
+NOINLINE static void *wl_site_odd(size_t size)
 {
 	void *p = malloc(size);
 
@@ -310,6 +331,66 @@ static int run_sites(long scale)
 	return 0;
 }
 
+/*
+ * Blocks of @nsizes sizes from @site, about @bytes of each size, one block in four kept to the
+ * end; prints TRUTH and "BYTES site requested=R rounded=B live=L" (B and L: sizes rounded up
+ * to whole words, no header word).
+ */
+static void sizes_site(const char *name, void *(*site)(size_t), const size_t *sizes,
+		       size_t nsizes, uint64_t bytes)
+{
+	uint64_t w = 0, lw = 0, nb = 0, req = 0, rnd = 0, live = 0;
+	long k = 0;
+
+	for (size_t j = 0; j < nsizes; j++) {
+		uint64_t n = bytes / sizes[j] ? bytes / sizes[j] : 1;
+
+		for (uint64_t i = 0; i < n; i++, k++) {
+			void *p = site(sizes[j]);
+
+			if (!p)
+				die("malloc");
+			w += words(sizes[j]);
+			req += sizes[j];
+			rnd += (sizes[j] + 7) / 8 * 8;
+			if (i % 4 == 3) {
+				lw += words(sizes[j]);
+				live += (sizes[j] + 7) / 8 * 8;	/* leaked */
+			} else {
+				free(p);
+			}
+			pace(k);
+		}
+		nb += n;
+	}
+	truth(name, w, lw, nb);
+	printf("BYTES %s requested=%llu rounded=%llu live=%llu\n", name, (unsigned long long)req,
+	       (unsigned long long)rnd, (unsigned long long)live);
+	fflush(stdout);
+}
+
+/* Sizes from 16 B to 1 MiB: whole words at wl_site_words, others at wl_site_odd. */
+static int run_sizes(long scale, bool gated)
+{
+	static const size_t whole[] = { 16, 72, 128, 1000, 4096, 65536, 1 << 20 };
+	static const size_t odd[] = { 13, 100, 1001, 70001 };
+	const uint64_t bytes = (uint64_t)scale << 20;
+	char line[64];
+
+	if (gated) {	/* a profiler attaches now */
+		printf("ready\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+	}
+	sizes_site("wl_site_words", wl_site_words, whole, sizeof(whole) / sizeof(whole[0]), bytes);
+	sizes_site("wl_site_odd", wl_site_odd, odd, sizeof(odd) / sizeof(odd[0]), bytes);
+	if (gated)	/* the profiler reads its figures, then lets go */
+		while (fgets(line, sizeof(line), stdin))
+			;
+	return 0;
+}
+
 static void *idle_thread(void *arg)
 {
 	return arg;
@@ -506,6 +587,8 @@ int main(int argc, char **argv)
 		return run_equal(atol(argv[2]), atol(argv[3]), argc == 5 ? atol(argv[4]) : 0);
 	if (!strcmp(mode, "sites"))
 		return run_sites(argc > 2 ? atol(argv[2]) : 1);
+	if (!strcmp(mode, "sizes"))
+		return run_sizes(argc > 2 ? atol(argv[2]) : 1, argc > 3 && !strcmp(argv[3], "gate"));
 	if (!strcmp(mode, "threads") && argc == 5)
 		return run_threads(atol(argv[2]), atol(argv[3]), atol(argv[4]));
 	if (!strcmp(mode, "fork"))
@@ -525,7 +608,8 @@ int main(int argc, char **argv)
 		return run_spin(argv[2]);
 	if (!strcmp(mode, "libcmaps") && argc == 3)
 		return run_libcmaps(atol(argv[2]));
-	fprintf(stderr, "usage: wl_alloc equal N SIZE [K] | sites [SCALE] | threads T N SIZE | "
+	fprintf(stderr, "usage: wl_alloc equal N SIZE [K] | sites [SCALE] | sizes [MIB [gate]] | "
+		"threads T N SIZE | "
 		"fork | exec | deep | ctl | spin FILE | libcmaps N\n");
 	return 2;
 }

@@ -49,7 +49,7 @@ struct memprof_client_proc {
 	uint64_t live_nsamples;		/* n_samples of sampled blocks not freed yet */
 	uint64_t frees;			/* frees of sampled blocks */
 	uint64_t drops;			/* events lost (every loss the daemon counts) */
-	double est_alloc_bytes;		/* Σ n/λ words, in bytes */
+	double est_alloc_bytes;		/* requested bytes (rounded up to words), unbiased */
 	double est_live_bytes;
 };
 
@@ -128,7 +128,7 @@ struct memprof_client_process {
 	char *mode;			/* "uprobe", "preload"; NULL: not told */
 	bool exited;
 	uint64_t samples, nsamples, live_nsamples, frees, drops;
-	double est_alloc_bytes, est_live_bytes;
+	double est_alloc_bytes, est_live_bytes;	/* requested bytes (rounded up to words) */
 	char *trace;			/* "" when written to a file the client passed */
 	char *detached_reason;		/* over its overhead budget; NULL: not detached */
 };
