@@ -570,11 +570,13 @@ static void reap_outputs(struct mp_engine *e)
 			 * "complete"); telling a running one at each exit rewrote its manifest per
 			 * exited process, O(processes) each time */
 			if (!--t->p->nclosing && t->p->state == MP_PROFILE_DISCARDED)
-				told = t->p->tell_closed = true;
+				t->p->tell_closed = true;
 		}
 		free(c);
 	}
 	/* its files are complete now: told once the list is consistent */
+	for (struct mp_profile *p = e->profiles; p; p = p->next)
+		told |= p->tell_closed;
 	for (struct mp_profile *p = told ? e->profiles : NULL; p; p = p->next) {
 		if (p->tell_closed && e->state_fn)
 			e->state_fn(e->state_ctx, p, p->state);
@@ -796,7 +798,9 @@ static void trace_free(struct mp_ptrace *t)
 	trace_complete(t);
 	if (t->closing) {	/* its writer goes on alone */
 		t->closing->t = NULL;
-		t->p->nclosing--;
+		/* the profile's files count as written without it: told at the next reap */
+		if (!--t->p->nclosing && t->p->state == MP_PROFILE_DISCARDED)
+			t->p->tell_closed = true;
 	}
 	free(t->detached_reason);
 	mp_outfile__done(&t->out);

@@ -284,7 +284,8 @@ static int on_flush(sd_event_source *es, uint64_t usec, void *userdata)
 		mp_engine__process_max(d->engine, MP_RING_SLICE_NS);
 	for (struct svc_profile *sp = d->profiles; sp; sp = sp->next) {
 		svc_profile__log_write_failures(sp);
-		if (mp_profile__state(sp->p) != MP_PROFILE_DISCARDED)
+		/* a discarded profile's manifest only until its final state is written */
+		if (mp_profile__state(sp->p) != MP_PROFILE_DISCARDED || sp->manifest_failures)
 			svc_profile__write_manifest(d, sp);
 	}
 	memprofd__update_status(d);

@@ -845,21 +845,58 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 	return root;
 }
 
+/* Slack a manifest keeps past its text (trailing white space, which JSON allows), so that a
+ * later, slightly longer version still fits in its blocks when a full disk forces an in-place
+ * rewrite: the file is padded to a page boundary at least this far past its text. */
+#define MANIFEST_SLACK	256
+#define MANIFEST_PAGE	4096
+
+/* Write @text (@len bytes) at offset 0 of @fd, then a newline and spaces up to @size. */
+static int write_padded(int fd, const char *text, size_t len, size_t size)
+{
+	char pad[512];
+	size_t off = 0;
+
+	while (off < size) {
+		const char *src = text + off;
+		size_t n = len - off;
+		ssize_t w;
+
+		if (off >= len) {	/* the padding: "\n" first, then spaces */
+			n = size - off < sizeof(pad) ? size - off : sizeof(pad);
+			memset(pad, ' ', n);
+			if (off == len)
+				pad[0] = '\n';
+			src = pad;
+		}
+		w = pwrite(fd, src, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -ENOSPC;
+		off += (size_t)w;
+	}
+	return 0;
+}
+
 /*
  * Write @text to @final as the owner's (uid, gid), mode 0640: atomically through @tmp and a
  * rename, or, when that fails (a full disk has no room for a second copy), in place over the
- * old file, whose blocks are given back first. Returns 0 or -errno.
+ * old file without giving its blocks back first: the text, then white space over what is left
+ * of the old one (every copy is padded, MANIFEST_SLACK). Returns 0 or -errno.
  */
 static int write_owned(const char *tmp, const char *final, const char *text, uid_t uid,
 		       gid_t gid)
 {
 	size_t len = strlen(text);
+	size_t size = (len + MANIFEST_SLACK + MANIFEST_PAGE - 1) / MANIFEST_PAGE * MANIFEST_PAGE;
 	int r = 0;
 
 	for (int in_place = 0; in_place < 2; in_place++) {
 		const char *path = in_place ? final : tmp;
-		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
-		ssize_t w;
+		int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
+			      (in_place ? 0 : O_TRUNC), 0640);
+		struct stat st;
 
 		if (fd < 0) {
 			r = -errno;
@@ -868,9 +905,13 @@ static int write_owned(const char *tmp, const char *final, const char *text, uid
 		r = 0;
 		if (fchown(fd, uid, gid) < 0 && errno != EPERM)
 			r = -errno;
-		w = r ? 0 : write(fd, text, len);
-		if (!r && (w < 0 || (size_t)w != len || write(fd, "\n", 1) != 1))
-			r = w < 0 ? -errno : -ENOSPC;
+		/* in place: keep the old size when it is larger, so no block is needed */
+		if (!r && in_place && fstat(fd, &st) == 0 && (size_t)st.st_size > size)
+			size = (size_t)st.st_size;
+		if (!r)
+			r = write_padded(fd, text, len, size);
+		if (!r && in_place && ftruncate(fd, (off_t)size) < 0)
+			r = -errno;
 		if (close(fd) < 0 && !r)
 			r = -errno;
 		if (!r && !in_place && rename(tmp, final) < 0)
@@ -891,10 +932,24 @@ int svc_profile__write_manifest(struct memprofd *d, struct svc_profile *sp)
 
 	snprintf(tmp, sizeof(tmp), "%s/.manifest.json.tmp", sp->dir);
 	snprintf(final, sizeof(final), "%s/manifest.json", sp->dir);
-	root = manifest_json(d, sp);
-	r = write_owned(tmp, final, json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
-							       JSON_C_TO_STRING_NOSLASHESCAPE),
-			sp->owner_uid, sp->owner_gid);
+	for (int pass = 0;; pass++) {
+		struct json_object *v;
+		bool complete;
+
+		root = manifest_json(d, sp);
+		complete = json_object_object_get_ex(root, "complete", &v) &&
+			   json_object_get_boolean(v);
+		r = write_owned(tmp, final, json_object_to_json_string_ext(root,
+				JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE),
+				sp->owner_uid, sp->owner_gid);
+		/* Building it reads the engine's pending events, which may complete the profile's
+		 * files, and the final manifest written from that callback would be overwritten
+		 * by this older one: write the final state once more. */
+		if (r < 0 || complete || pass || mp_profile__state(sp->p) != MP_PROFILE_DISCARDED ||
+		    mp_profile__closing(sp->p))
+			break;
+		json_object_put(root);
+	}
 	/* once when it begins to fail, once when it works again: not every 5 s */
 	if (r < 0 && !sp->manifest_failures++)
 		log_error("Failed to write manifest '%s': %s (retried every %llu s)", final,

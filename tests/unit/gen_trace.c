@@ -440,17 +440,17 @@ int main(int argc, char **argv)
 		if (!n)
 			continue;
 		{
-			unsigned int len = 0, deep = si == deep_site ? deep_depth : 0;
+			unsigned int nbt = 0, deep = si == deep_site ? deep_depth : 0;
 
-			bt[len++] = 1;
-			bt[len++] = 2;
+			bt[nbt++] = 1;
+			bt[nbt++] = 2;
 			for (unsigned int k = 0; k < deep; k++)
-				bt[len++] = 1000 + k;
-			bt[len++] = 10 + si;
+				bt[nbt++] = 1000 + k;
+			bt[nbt++] = 10 + si;
 			if (s->alloc_fn)
-				bt[len++] = 100 + si;
+				bt[nbt++] = 100 + si;
 			err = memprof_writer__alloc(w, start_us + t, words - 1, n,
-						    MEMPROF_SOURCE_EXTERNAL, bt, len, &id);
+						    MEMPROF_SOURCE_EXTERNAL, bt, nbt, &id);
 		}
 		if (err)
 			goto fail;
