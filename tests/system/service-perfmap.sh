@@ -61,8 +61,10 @@ if as_nobody unshare -Urm true 2> /dev/null; then
 	UTMP=$SHARED/nobody-tmp
 	mkdir "$UTMP"
 	chown 65534:65534 "$UTMP"
+	# the workload runs from its copy there: the build may itself be under /tmp
 	P=$(jit_start "${NOBODY[@]}" unshare -Urm sh -c \
-		'mount --bind "$1" /tmp && shift && exec "$@"' sh "$UTMP" -- 100)
+		'cp "$2" "$1/svc_jit" && mount --bind "$1" /tmp && shift 2 && exec /tmp/svc_jit "$@"' \
+		sh "$UTMP" -- 100)
 	S=$(secret_for "$P")
 	as_nobody ln -s "$S" "$UTMP/perf-$P.map"
 	profile_names "$P" > "$MP_TMP/userns.txt"
