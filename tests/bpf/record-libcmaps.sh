@@ -12,7 +12,11 @@ ok "libcmaps: exit status 0" [ "$rc" -eq 0 ]
 "$CHECK" info "$T/libcmaps.ctf" >"$T/libcmaps.info"
 ok "libcmaps: both program sites sampled" \
 	[ "$(grep -c '^site wl_site_\(large\|mmap\) ' "$T/libcmaps.info")" -eq 2 ]
-others=$(grep '^site ' "$T/libcmaps.info" | grep -v '^site wl_site_' | tr '\n' ';')
+# Heap blocks that the C library itself takes with malloc or calloc (for the 8 threads, say)
+# are allocations like any other and are sampled now and then (a calloc site failed one run):
+# only the C library's mmaps must never be, and those show as sites of their own
+others=$(grep '^site ' "$T/libcmaps.info" | grep -v '^site wl_site_' |
+	grep -v '^site \(calloc\|malloc\) ' | tr '\n' ';')
 ok "libcmaps: no sample outside the program's sites (${others:-none})" [ -z "$others" ]
 "$CHECK" strict "$T/libcmaps.ctf"
 exit 0
