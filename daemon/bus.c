@@ -484,54 +484,62 @@ static int prop_profile(sd_bus *bus, const char *path, const char *iface, const 
 	return -ENOENT;
 }
 
-static int prop_processes(sd_bus *bus, const char *path, const char *iface, const char *prop,
-			  sd_bus_message *reply, void *userdata, sd_bus_error *error)
+/*
+ * The per-process properties: an array of @sig, one element per process of @sp that @item
+ * appends (it may skip one), from one snapshot of the profile's processes.
+ */
+static int append_procs(sd_bus_message *reply, struct svc_profile *sp, const char *prop,
+			const char *sig,
+			int (*item)(sd_bus_message *reply, const char *prop, const char *sig,
+				    const struct mp_proc_stats *ps))
 {
-	struct svc_profile *sp = userdata;
 	struct mp_proc_stats *ps;
 	int n = svc_profile__procs(sp, &ps), r;
 
 	if (n < 0)
 		return n;
-	r = sd_bus_message_open_container(reply, 'a', "(usbttttddts)");
+	r = sd_bus_message_open_container(reply, 'a', sig);
 	for (int i = 0; r >= 0 && i < n; i++)
-		r = sd_bus_message_append(reply, "(usbttttddts)", (uint32_t)ps[i].pid, ps[i].comm,
-					  (int)ps[i].exited, ps[i].samples, ps[i].nsamples,
-					  ps[i].live_nsamples, ps[i].frees, ps[i].est_alloc_bytes,
-					  ps[i].est_live_bytes, ps[i].drops,
-					  ps[i].trace_path ? ps[i].trace_path : "");
+		r = item(reply, prop, sig, &ps[i]);
 	if (r >= 0)
 		r = sd_bus_message_close_container(reply);
 	free(ps);
 	return r;
 }
 
+static int process_item(sd_bus_message *reply, const char *prop, const char *sig,
+			const struct mp_proc_stats *ps)
+{
+	return sd_bus_message_append(reply, sig, (uint32_t)ps->pid, ps->comm, (int)ps->exited,
+				     ps->samples, ps->nsamples, ps->live_nsamples, ps->frees,
+				     ps->est_alloc_bytes, ps->est_live_bytes, ps->drops,
+				     ps->trace_path ? ps->trace_path : "");
+}
+
+static int prop_processes(sd_bus *bus, const char *path, const char *iface, const char *prop,
+			  sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	return append_procs(reply, userdata, prop, "(usbttttddts)", process_item);
+}
+
 /*
  * ProcessModes: (pid, mode) of each process, "uprobe" or "preload" (libmemprof-preload's fast
  * path). ProcessDetached: (pid, reason) of each process detached over its overhead budget.
  */
+static int process_string_item(sd_bus_message *reply, const char *prop, const char *sig,
+			       const struct mp_proc_stats *ps)
+{
+	const char *s = !strcmp(prop, "ProcessDetached") ? ps->detached_reason :
+			mp_proc_mode__name(ps->mode);
+
+	return s ? sd_bus_message_append(reply, sig, (uint32_t)ps->pid, s) : 0;
+}
+
 static int prop_process_strings(sd_bus *bus, const char *path, const char *iface,
 				const char *prop, sd_bus_message *reply, void *userdata,
 				sd_bus_error *error)
 {
-	bool detached = !strcmp(prop, "ProcessDetached");
-	struct svc_profile *sp = userdata;
-	struct mp_proc_stats *ps;
-	int n = svc_profile__procs(sp, &ps), r;
-
-	if (n < 0)
-		return n;
-	r = sd_bus_message_open_container(reply, 'a', "(us)");
-	for (int i = 0; r >= 0 && i < n; i++) {
-		const char *s = detached ? ps[i].detached_reason : mp_proc_mode__name(ps[i].mode);
-
-		if (s)
-			r = sd_bus_message_append(reply, "(us)", (uint32_t)ps[i].pid, s);
-	}
-	if (r >= 0)
-		r = sd_bus_message_close_container(reply);
-	free(ps);
-	return r;
+	return append_procs(reply, userdata, prop, "(us)", process_string_item);
 }
 
 /*
@@ -540,28 +548,20 @@ static int prop_process_strings(sd_bus *bus, const char *path, const char *iface
  * output that did not keep up, its CLOCK_REALTIME time in µs, and the events not written
  * (write errors and stalls together).
  */
+static int write_error_item(sd_bus_message *reply, const char *prop, const char *sig,
+			    const struct mp_proc_stats *ps)
+{
+	uint64_t since;
+	const char *name = svc_write_error(ps, &since);
+
+	return name ? sd_bus_message_append(reply, sig, (uint32_t)ps->pid, name, since,
+					    ps->write_errors + ps->stalled) : 0;
+}
+
 static int prop_write_errors(sd_bus *bus, const char *path, const char *iface, const char *prop,
 			     sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
-	struct svc_profile *sp = userdata;
-	struct mp_proc_stats *ps;
-	int n = svc_profile__procs(sp, &ps), r;
-
-	if (n < 0)
-		return n;
-	r = sd_bus_message_open_container(reply, 'a', "(ustt)");
-	for (int i = 0; r >= 0 && i < n; i++) {
-		uint64_t since;
-		const char *name = svc_write_error(&ps[i], &since);
-
-		if (name)
-			r = sd_bus_message_append(reply, "(ustt)", (uint32_t)ps[i].pid, name, since,
-						  ps[i].write_errors + ps[i].stalled);
-	}
-	if (r >= 0)
-		r = sd_bus_message_close_container(reply);
-	free(ps);
-	return r;
+	return append_procs(reply, userdata, prop, "(ustt)", write_error_item);
 }
 
 static int profile_stop(sd_bus_message *m, void *userdata, sd_bus_error *error)
