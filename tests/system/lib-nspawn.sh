@@ -114,3 +114,10 @@ nspawn_teardown() {
 	[ -n "$NSPAWN_W" ] && rm -rf "$NSPAWN_W"
 	NSPAWN_W=
 }
+
+# Result lines for tests/run, and wait_until, for the tests that boot a container.
+FAILS=0
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+check() { local n=$1; shift; if "$@"; then pass "$n"; else fail "$n"; fi; }
+. "$(dirname "${BASH_SOURCE[0]}")/../lib-memprofd.sh"

@@ -32,11 +32,6 @@ done
 for f in tests/workloads/svc_phases tests/workloads/ovh_loop; do
 	[ -x "$MP_BUILD/$f" ] || { echo "FAIL: missing $MP_BUILD/$f (make test-bins)"; exit 1; }
 done
-FAILS=0
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-check() { local n=$1; shift; if "$@"; then pass "$n"; else fail "$n"; fi; }
-. "$HERE/../lib-memprofd.sh"	# wait_until
 trap 'nspawn_teardown' EXIT
 
 deb() { echo "$DEB/${1}_${VER}_$ARCH.deb"; }

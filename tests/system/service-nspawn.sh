@@ -13,11 +13,6 @@ nspawn_available || exit 77
 for f in bin/memprofd bin/memprofctl tests/workloads/svc_phases; do
 	[ -x "$MP_BUILD/$f" ] || { echo "FAIL: missing $MP_BUILD/$f (make all test-bins)"; exit 1; }
 done
-FAILS=0
-pass() { echo "PASS: $*"; }
-fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
-check() { local n=$1; shift; if "$@"; then pass "$n"; else fail "$n"; fi; }
-. "$HERE/../lib-memprofd.sh"	# wait_until
 trap 'nspawn_teardown' EXIT
 
 # --- install into the container's root with the project's own install rule ----------------
