@@ -66,11 +66,14 @@ UNIT_TESTS	:=	# unprivileged unit test executables (also run under ASan/UBSan)
 BPF_TESTS	:=	# executables and helper programs the bpf/system tiers need
 CLEAN_EXTRA	:=
 
-# Compile rule for every C object: $(B)/<path>.o from <path>.c
+# Compile rule for every C object: $(B)/<path>.o from <path>.c, with the flags of its component
+# (EXTRA_CFLAGS_<top folder>: what is under daemon/ gets EXTRA_CFLAGS_daemon).
+component	= $(firstword $(subst /, ,$(1)))
+
 $(B)/%.o: %.c
 	$(call msg,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS_$(<D)) -c $< -o $@
+	$(Q)$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS_$(call component,$(<D))) -c $< -o $@
 
 $(B)/%.o: %.cc
 	$(call msg,CXX,$@)

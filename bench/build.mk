@@ -66,7 +66,7 @@ $(B)/gen/bench/floor.skel.h: $(B)/gen/bench/floor.bpf.o
 	$(Q)$(BPFTOOL) gen skeleton $< name floor_bpf > $@
 
 # The floor probes what memprofd probes: its probe table, read from the loader's source.
-$(B)/gen/bench/floor_probes.h: daemon/bpf_loader.c bench/gen-floor-probes
+$(B)/gen/bench/floor_probes.h: daemon/probe/bpf_loader.c bench/gen-floor-probes
 	$(call msg,GEN,$@)
 	@mkdir -p $(@D)
 	$(Q)bench/gen-floor-probes $< > $@.tmp && mv $@.tmp $@
@@ -75,9 +75,9 @@ $(B)/bench/floor.o: $(B)/gen/bench/floor.skel.h $(B)/gen/bench/floor_probes.h
 EXTRA_CFLAGS_bench := $(call pkgcflags,libbpf libelf)
 
 # Symbol resolution, probe placement and uprobe_multi/session links are memprofd's own
-# (daemon/elf_syms.c, placement.c, uprobe_link.c).
-$(BENCH_DIR)/floor: $(B)/bench/floor.o $(B)/daemon/elf_syms.o $(B)/daemon/placement.o \
-		  $(B)/daemon/uprobe_link.o
+# (daemon/probe/elf_syms.c, placement.c, uprobe_link.c).
+$(BENCH_DIR)/floor: $(B)/bench/floor.o $(B)/daemon/probe/elf_syms.o $(B)/daemon/probe/placement.o \
+		  $(B)/daemon/probe/uprobe_link.o
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(call pkglibs,libbpf libelf capstone)
 

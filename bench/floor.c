@@ -11,7 +11,7 @@
  *
  * Probe points: every allocator function memprofd probes (the malloc family, C++ new/delete,
  * mmap/munmap) that each OBJECT defines; entry programs where memprofd's placement rule
- * (daemon/placement.c, linked in) puts them, return programs on the functions memprofd
+ * (daemon/probe/placement.c, linked in) puts them, return programs on the functions memprofd
  * return-probes (unless -e: entry probes only, the floor of memprofd's uprobe-session mode,
  * where the return half runs for sampled calls only; or -s: an empty uprobe session program on
  * one uprobe_multi session link per object, returning 1 so the return half never runs, which
@@ -41,9 +41,9 @@
 
 #include "bench/floor.h"
 #include "bench/floor.skel.h"
-#include "daemon/elf_syms.h"
-#include "daemon/placement.h"
-#include "daemon/uprobe_link.h"
+#include "daemon/probe/elf_syms.h"
+#include "daemon/probe/placement.h"
+#include "daemon/probe/uprobe_link.h"
 
 #define MAX_LINKS	512
 #define MAX_OBJS	64
@@ -52,7 +52,7 @@
  * The allocator entry points memprofd probes in every object that defines them, with the
  * argument registers its entry programs read, whether a return probe shares the point, and
  * whether the function frees (pointer in %rdi: placement follows the non-NULL path).
- * Generated from daemon/bpf_loader.c's probe table by bench/gen-floor-probes.
+ * Generated from daemon/probe/bpf_loader.c's probe table by bench/gen-floor-probes.
  */
 struct floor_probe {
 	const char *sym;
@@ -96,7 +96,7 @@ static int probe_index(const char *name, void *ctx)
 	return -1;
 }
 
-/* memprofd's placement rule (daemon/placement.h) for one function at file offset @off. */
+/* memprofd's placement rule (daemon/probe/placement.h) for one function at file offset @off. */
 static uint64_t place(int fd, const struct floor_probe *pr, uint64_t off, uint64_t size,
 		      uint64_t avail, struct mp_placement *pl)
 {

@@ -1,7 +1,7 @@
 #!/bin/bash
 # bench-placement: what probe placement saves. tests/workloads/ovh_loop's malloc+free pairs
 # under `memprofctl record -r 1e-4 --no-daemon`, with the probes where memprofd places them (the
-# first instruction the kernel emulates, daemon/placement.c) and with every probe forced onto
+# first instruction the kernel emulates, daemon/probe/placement.c) and with every probe forced onto
 # its function's first instruction (MP_PLACEMENT=entry: glibc 2.36's free starts with
 # `test %rdi,%rdi`, which the kernel single-steps). Each run's figure is the workload's fastest
 # batch of 1000 pairs (robust to preemption); each side's is the best of RUNS runs (default 7).

@@ -1,5 +1,5 @@
 # bpf/: the BPF programs (bpf/memprof.bpf.c), their skeleton, and the user-space loader that
-# attaches them (daemon/bpf_loader.c, elf_syms.c, placement.c, uprobe_link.c, bpf_kernel.c).
+# attaches them (daemon/probe/bpf_loader.c, elf_syms.c, placement.c, uprobe_link.c, bpf_kernel.c).
 # Exports BPF_LOADER_OBJS and BPF_LOADER_LIBS for the programs that link the loader (the
 # engine, tests).
 #
@@ -24,12 +24,12 @@ $(B)/gen/memprof.skel.h: $(B)/bpf/memprof.bpf.o
 	@mkdir -p $(@D)
 	$(Q)$(BPFTOOL) gen skeleton $< name memprof_bpf > $@.tmp && mv $@.tmp $@
 
-$(B)/daemon/bpf_loader.o: $(B)/gen/memprof.skel.h
+$(B)/daemon/probe/bpf_loader.o: $(B)/gen/memprof.skel.h
 
 EXTRA_CFLAGS_daemon += $(call pkgcflags,libbpf libelf)
 
-BPF_LOADER_OBJS	:= $(B)/daemon/bpf_loader.o $(B)/daemon/elf_syms.o $(B)/daemon/placement.o \
-		   $(B)/daemon/uprobe_link.o $(B)/daemon/target_open.o $(B)/daemon/bpf_kernel.o
+BPF_LOADER_OBJS	:= $(B)/daemon/probe/bpf_loader.o $(B)/daemon/probe/elf_syms.o $(B)/daemon/probe/placement.o \
+		   $(B)/daemon/probe/uprobe_link.o $(B)/daemon/probe/target_open.o $(B)/daemon/probe/bpf_kernel.o
 BPF_LOADER_LIBS	:= -lbpf -lelf -lz -lcapstone -pthread
 
 # Unit test of the geometric draw (bpf/gap.h), unprivileged.
@@ -37,14 +37,14 @@ $(B)/tests/unit/test_gap: $(B)/tests/unit/test_gap.o
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lm
 
-# Unit test of the probe placement rule (daemon/placement.c) on hand-written code bytes.
-$(B)/tests/unit/test_placement: $(B)/tests/unit/test_placement.o $(B)/daemon/placement.o
+# Unit test of the probe placement rule (daemon/probe/placement.c) on hand-written code bytes.
+$(B)/tests/unit/test_placement: $(B)/tests/unit/test_placement.o $(B)/daemon/probe/placement.o
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lcapstone
 
-# Unit test of the load-failure explanations (daemon/bpf_kernel.c) on libbpf logs as 6.1 and
+# Unit test of the load-failure explanations (daemon/probe/bpf_kernel.c) on libbpf logs as 6.1 and
 # 6.18 print them, and of the tracepoint prototype probe on the running kernel's BTF.
-$(B)/tests/unit/test_bpf_kernel: $(B)/tests/unit/test_bpf_kernel.o $(B)/daemon/bpf_kernel.o
+$(B)/tests/unit/test_bpf_kernel: $(B)/tests/unit/test_bpf_kernel.o $(B)/daemon/probe/bpf_kernel.o
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lbpf -lelf -lz
 

@@ -62,7 +62,7 @@ enum mp_event_type {
 	MP_EV_FREE_BATCH = 16,
 	/* libmemprof-preload's deferred queue: struct mp_preload_batch_event */
 	MP_EV_PRELOAD_BATCH = 17,
-	/* Internal to daemon/bpf_loader.c, never delivered to its callback: ld.so of a profiled
+	/* Internal to daemon/probe/bpf_loader.c, never delivered to its callback: ld.so of a profiled
 	 * process reached _dl_debug_state (libraries mapped, dlopen): struct mp_proc_event. */
 	MP_EV_MAP = 100,
 };
@@ -87,7 +87,7 @@ struct mp_alloc_event {
 };
 
 /*
- * Optional tail of an MP_EV_ALLOC record, for DWARF unwinding in the daemon (daemon/unwind.h):
+ * Optional tail of an MP_EV_ALLOC record, for DWARF unwinding in the daemon (daemon/stacks/unwind.h):
  * present when the record is longer than struct mp_alloc_event, right after it (stack[] is then
  * always full size). Only sampled allocations of processes whose mp_proc_cfg.ustack_size is
  * non-zero carry one. Taken at the allocator's return: ip is the return address into the
@@ -225,7 +225,7 @@ enum mp_shape {
 	MP_SHAPE_HEAP_CALLOC,	/* heap, n, size (mimalloc's mi_heap_calloc) */
 	MP_SHAPE_HEAP_REALLOC,	/* heap, ptr, size (mimalloc's mi_heap_realloc) */
 	MP_SHAPE_PAGES,		/* size in arg 1, the block whole pages (pvalloc) */
-	/* The loader's probes on its own process (daemon/bpf_loader.c), never on a target:
+	/* The loader's probes on its own process (daemon/probe/bpf_loader.c), never on a target:
 	 * SELFTEST checks uprobe session semantics, CALIBRATE measures the cost of a probe hit
 	 * (kind 0: entry only, kind 1: entry and return). */
 	MP_SHAPE_SELFTEST = 250,

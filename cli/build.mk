@@ -1,5 +1,5 @@
 # memprofctl: the command-line front end. One file per command (cli/cmd_*.c).
-CTL_SRCS	:= $(wildcard cli/*.c)
+CTL_SRCS	:= $(wildcard cli/*.c cli/record/*.c)
 CTL_OBJS	:= $(CTL_SRCS:%.c=$(B)/%.o)
 CTL_LIBS	:= $(B)/lib/libmemprof.a $(call pkglibs,libzstd)
 # Other fragments may add objects and libraries memprofctl links (e.g. the in-process engine).

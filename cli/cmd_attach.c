@@ -11,8 +11,8 @@
 
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
-#include "daemon/engine.h"
-#include "userspace-lib/outfile.h"
+#include "daemon/engine/engine.h"
+#include "userspace-lib/codec/outfile.h"
 #include "userspace-lib/validate.h"
 
 static void attach_help(void)

@@ -3,7 +3,7 @@
  * memprofctl record [OPTIONS] -- CMD [ARGS...]: run CMD under the sampling engine, in this
  * process (no memprofd needed), and write its trace(s) when it exits. When memprofd is
  * reachable the daemon samples instead and this process keeps the ptrace part
- * (cli/record_daemon.c); --daemon / --no-daemon force either way.
+ * (cli/record/record_daemon.c); --daemon / --no-daemon force either way.
  *
  * Probes must be in place before the new image runs any code of its own, but the libraries
  * whose allocators we probe are mapped by the dynamic linker after exec. So the child runs
@@ -12,7 +12,7 @@
  * consistent (r_debug.r_state == RT_CONSISTENT: every DT_NEEDED object mapped, no constructor
  * run yet) and attach the probes there. A static executable is probed at the exec stop. The
  * tree stays traced so that forked children and later execs are probed the same way before
- * they run (cli/record_trace.c).
+ * they run (cli/record/record_trace.c).
  */
 #include <elf.h>
 #include <errno.h>
@@ -41,11 +41,11 @@
 #include "userspace-lib/estimate.h"
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
-#include "cli/record_daemon.h"
-#include "cli/record_trace.h"
-#include "userspace-lib/outfile.h"
+#include "cli/record/record_daemon.h"
+#include "cli/record/record_trace.h"
+#include "userspace-lib/codec/outfile.h"
 #include "userspace-lib/validate.h"
-#include "daemon/engine.h"
+#include "daemon/engine/engine.h"
 
 #define R_DEBUG_STATE_OFF 24	/* offsetof(struct r_debug, r_state) on LP64 */
 

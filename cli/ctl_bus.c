@@ -16,7 +16,7 @@
 #include "userspace-lib/estimate.h"
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
-#include "daemon/engine.h"
+#include "daemon/engine/engine.h"
 
 int ctl_fail(const char *cmd, const char *fmt, ...)
 {

@@ -5,7 +5,7 @@
  * error lines, waiting with Ctrl-C handling, and printing profiles as text or JSON.
  *
  * Owner: the service component. `memprofctl record` goes through the daemon in
- * cli/record_daemon.c when memprofd is reachable.
+ * cli/record/record_daemon.c when memprofd is reachable.
  */
 #ifndef MEMPROFCTL_CTL_BUS_H
 #define MEMPROFCTL_CTL_BUS_H

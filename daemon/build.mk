@@ -1,99 +1,10 @@
-include daemon/stacks.mk
-# The sampling engine (daemon/engine.c, sampler.c, entries.c), used in-process by
-# `memprofctl record` and by memprofd. Exports ENGINE_OBJS / ENGINE_LIBS.
-ENGINE_OWN_OBJS	:= $(B)/daemon/engine.o $(B)/daemon/sampler.o $(B)/daemon/entries.o \
-		   $(B)/daemon/preload_batch.o
-ENGINE_OBJS	= $(ENGINE_OWN_OBJS) $(BPF_LOADER_OBJS) $(filter-out $(BPF_LOADER_OBJS),$(SYMBOLIZE_OBJS))
-ENGINE_LIBS	= $(BPF_LOADER_LIBS) $(SYMBOLIZE_LIBS) $(B)/lib/libmemprof.a \
-		  $(call pkglibs,libzstd) -lm
-
-CTL_EXTRA_OBJS	+= $(ENGINE_OBJS)
-CTL_EXTRA_LIBS	+= $(ENGINE_LIBS)
-
-# Unit tests of the engine's own parts.
-$(B)/tests/unit/test_sampler: $(B)/tests/unit/test_sampler.o $(B)/daemon/sampler.o
-	$(call msg,LINK,$@)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lm
-
-$(B)/tests/unit/test_entries: $(B)/tests/unit/test_entries.o $(B)/daemon/entries.o
-	$(call msg,LINK,$@)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
-
-$(B)/tests/unit/test_preload_batch: $(B)/tests/unit/test_preload_batch.o \
-				     $(B)/daemon/preload_batch.o
-	$(call msg,LINK,$@)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
-
-# The USDT note reader on the built libmemprof-preload.so.
-$(B)/tests/unit/test_usdt_sites: $(B)/tests/unit/test_usdt_sites.o $(B)/daemon/elf_syms.o \
-				  $(B)/daemon/placement.o
-	$(call msg,LINK,$@)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ -lelf -lcapstone
-
-UNIT_TESTS += $(B)/tests/unit/test_sampler $(B)/tests/unit/test_entries \
-	      $(B)/tests/unit/test_preload_batch $(B)/tests/unit/test_usdt_sites
-include daemon/service.mk
-
-$(B)/daemon/engine.o: CFLAGS += -DMP_ENGINE_VERSION='"$(VERSION)"'
-
-# bpf tier: `memprofctl record` tests (tests/bpf/record-*.sh), their workloads and checker.
-REC_WL_DIR	:= $(B)/tests/workloads
-REC_WL_CFLAGS	:= -std=gnu11 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -D_GNU_SOURCE $(WARN)
-
-$(REC_WL_DIR)/wl_alloc: tests/workloads/wl_alloc.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(REC_WL_CFLAGS) -o $@ $< -pthread
-
-$(REC_WL_DIR)/wl_cxx: tests/workloads/wl_cxx.cc
-	$(call msg,CXX,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CXX) -std=gnu++17 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -Wall -Wextra -Werror \
-		-o $@ $<
-
-$(B)/tests/bpf/trace_check: $(B)/tests/bpf/trace_check.o $(B)/lib/libmemprof.a
-	$(call msg,LINK,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(call pkglibs,libzstd) -lm
-
-BPF_TESTS	+= $(REC_WL_DIR)/wl_alloc $(REC_WL_DIR)/wl_cxx $(B)/tests/bpf/trace_check
-
-$(REC_WL_DIR)/wl_nolibc: tests/workloads/wl_nolibc.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) -O2 -static -nostdlib -fno-stack-protector -fno-pie -no-pie -o $@ $<
-
-BPF_TESTS	+= $(REC_WL_DIR)/wl_nolibc
-
-# make demo (top Makefile: deps first, then this in a fresh make that sees the new packages):
-# record Debian's python3 running an allocation-heavy script, then report the top
-# allocation sites by estimated bytes (with standard errors) from the trace $(B)/demo.ctf.
-DEMO_PYTHON	?= /usr/bin/python3
-DEMO_RATE	?= 1e-3
-
-demo-run: all
-	$(Q)if [ "$$(id -u)" -ne 0 ]; then \
-		echo "make demo: recording needs root (BPF uprobes); try: sudo make demo" >&2; \
-		exit 1; fi
-	@echo "== memprofctl record -r $(DEMO_RATE) -o $(B)/demo.ctf -- $(DEMO_PYTHON)" \
-		"examples/demo_alloc.py"
-	$(Q)$(B)/bin/memprofctl record -r $(DEMO_RATE) -o $(B)/demo.ctf -- \
-		$(DEMO_PYTHON) examples/demo_alloc.py
-	@echo "== memprofctl report -n 10 $(B)/demo.ctf"
-	$(Q)$(B)/bin/memprofctl report -n 10 $(B)/demo.ctf
-
-# The engine API as memprofd uses it, on real BPF (tests/bpf/record-engine.sh).
-$(B)/tests/bpf/engine_check: $(B)/tests/bpf/engine_check.o $$(ENGINE_OBJS) $(B)/lib/libmemprof.a
-	$(call msg,LINK,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/tests/bpf/engine_check.o $(ENGINE_OBJS) $(ENGINE_LIBS)
-
-BPF_TESTS	+= $(B)/tests/bpf/engine_check
-
-# The same workload linked statically: its allocator is in the executable, probed at exec.
-$(REC_WL_DIR)/wl_alloc_static: tests/workloads/wl_alloc.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(REC_WL_CFLAGS) -static -o $@ $< -pthread
-
-BPF_TESTS	+= $(REC_WL_DIR)/wl_alloc_static
+# daemon/: the components between the ring buffer and the files, one folder each, in the order
+# a sample meets them:
+#   probe/    finds allocator symbols, places and attaches the uprobes, loads the BPF programs
+#   engine/   reads the ring buffer: samples, entry tables, frees matched, traces written
+#   stacks/   turns a sample's stack into frames (DWARF unwinding of copied stacks, symbols)
+#   service/  memprofd: the system service, its D-Bus API and its profiles
+# The probe fragment is bpf/build.mk (the programs and their loader are built together).
+include daemon/stacks/build.mk
+include daemon/engine/build.mk
+include daemon/service/build.mk

@@ -16,7 +16,7 @@
 #include "report/intern.h"
 #include "report/report.h"
 #include "userspace-lib/estimate.h"
-#include "userspace-lib/outfile.h"
+#include "userspace-lib/codec/outfile.h"
 
 /* Grow *@arr (of *@cap elements of @size) to hold @need. Returns 0 or -ENOMEM. */
 static int grow(void **arr, size_t *cap, size_t need, size_t size)

@@ -1,6 +1,6 @@
 # The two public APIs beyond the codec: the in-process profiling API of libmemprof-preload
 # (<memprof/memprof.h>, userspace-lib/preload/pl_api.c) and the memprofd client API of
-# libmemprof (<memprof/client.h>, userspace-lib/client.c); their tests and examples.
+# libmemprof (<memprof/client.h>, userspace-lib/client/client.c); their tests and examples.
 # Included from userspace-lib/build.mk.
 
 # Callbacks run inside malloc and free: the compiler must not assume they touch no globals.

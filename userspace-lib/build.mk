@@ -1,5 +1,5 @@
 # libmemprof: the memtrace trace codec (userspace-lib/), its tests, fuzz target and benchmark.
-LIB_SRCS	:= $(wildcard userspace-lib/*.c)
+LIB_SRCS	:= $(wildcard userspace-lib/codec/*.c userspace-lib/client/*.c)
 LIB_OBJS	:= $(LIB_SRCS:%.c=$(B)/%.o)
 LIB_HDRS	:= $(wildcard userspace-lib/include/memprof/*.h)
 LIB_SONAME	:= libmemprof.so.0
@@ -72,7 +72,7 @@ UNIT_TESTS += $(B)/tests/unit/test_outfile
 FUZZ_CFLAGS	:= -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
 		   -fno-sanitize-recover=undefined -D_GNU_SOURCE -I userspace-lib/include -I .
 
-$(B)/fuzz/fuzz_reader: tests/fuzz/fuzz_reader.c $(LIB_SRCS) $(wildcard userspace-lib/*.h) $(LIB_HDRS)
+$(B)/fuzz/fuzz_reader: tests/fuzz/fuzz_reader.c $(LIB_SRCS) $(wildcard userspace-lib/*.h userspace-lib/codec/*.h) $(LIB_HDRS)
 	$(call msg,FUZZ,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CLANG) $(FUZZ_CFLAGS) $(WARN) -o $@ tests/fuzz/fuzz_reader.c $(LIB_SRCS) $(LIB_LIBS)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The pseudo-random generator shared by the daemon's sampler (daemon/sampler.c) and the
+ * The pseudo-random generator shared by the daemon's sampler (daemon/engine/sampler.c) and the
  * in-process sampler of libmemprof-preload (userspace-lib/preload/pl_core.c): SplitMix64 for
  * seeding, xoshiro256** (Blackman and Vigna) for the stream, and the (0, 1] uniform the
  * geometric draws take the logarithm of.

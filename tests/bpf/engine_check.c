@@ -20,7 +20,7 @@
 #include <memprof/preload.h>
 #include <memprof/trace.h>
 
-#include "daemon/engine.h"
+#include "daemon/engine/engine.h"
 #include "tests/unit/test.h"
 
 static const char *wl_path, *tmpdir;

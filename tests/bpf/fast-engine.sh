@@ -1,5 +1,5 @@
 #!/bin/bash
-# The cooperative fast path through the engine API (daemon/engine.h), on real BPF: the checks of
+# The cooperative fast path through the engine API (daemon/engine/engine.h), on real BPF: the checks of
 # record-engine.sh (start errors, stop keeps recording frees of sampled blocks while the library
 # stops sampling, a process moved to a second profile, implicit stop, duration, discard) with
 # the workload running under LD_PRELOAD=libmemprof-preload.so, and the engine reports preload

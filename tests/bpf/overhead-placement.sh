@@ -1,7 +1,7 @@
 #!/bin/bash
 # Probe placement on the REAL libc of this machine: the probes of malloc, free, posix_memalign
 # (and calloc, realloc) sit on instructions the kernel emulates (decoded with capstone by
-# tests/bpf/overhead_check.c, independently of daemon/placement.c). When free's first
+# tests/bpf/overhead_check.c, independently of daemon/probe/placement.c). When free's first
 # instruction is one the kernel single-steps (glibc 2.36: `test %rdi,%rdi`), forcing every probe
 # onto the function's first instruction (MP_PLACEMENT=entry) must be measurably slower than the
 # placed probes: more than 1.3x per malloc+free pair, best of 3 runs each (bench/placement-bench.sh

@@ -4,9 +4,9 @@
  *
  *   overhead_check placement WORKLOAD
  *
- * Starts WORKLOAD ("ovh_loop wait"), attaches the loader's probes to it (daemon/bpf_loader.c),
+ * Starts WORKLOAD ("ovh_loop wait"), attaches the loader's probes to it (daemon/probe/bpf_loader.c),
  * and reads from the loader's log where it put the probe of malloc, free, posix_memalign,
- * calloc and realloc. Then, independently of daemon/placement.c, decodes with capstone the
+ * calloc and realloc. Then, independently of daemon/probe/placement.c, decodes with capstone the
  * instruction at that address in libc (the same file, mapped by this program) and checks:
  *  - it is one the kernel emulates (push of a 64-bit register, nop, 5-byte nop, jmp/call/jcc
  *    with an immediate target), so a hit costs a trap and no single step;
@@ -29,7 +29,7 @@
 
 #include <capstone/capstone.h>
 
-#include "daemon/bpf_loader.h"
+#include "daemon/probe/bpf_loader.h"
 
 struct sym_check {
 	const char *sym;
@@ -111,7 +111,7 @@ static int on_event(void *ctx, const void *data, size_t size)
 	return 0;
 }
 
-/* Independent of daemon/placement.c: the instructions arch/x86/kernel/uprobes.c emulates. */
+/* Independent of daemon/probe/placement.c: the instructions arch/x86/kernel/uprobes.c emulates. */
 static bool emulated(const cs_insn *in)
 {
 	const cs_x86 *x = &in->detail->x86;

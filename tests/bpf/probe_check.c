@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * probe_check: drives daemon/bpf_loader.c against the workloads of tests/workloads/probe_wl*
+ * probe_check: drives daemon/probe/bpf_loader.c against the workloads of tests/workloads/probe_wl*
  * with real uprobes and checks exactly which events arrive.
  *
  *   probe_check WLDIR SCENARIO
@@ -29,7 +29,7 @@
 #include <sys/epoll.h>
 #include <sys/wait.h>
 
-#include "daemon/bpf_loader.h"
+#include "daemon/probe/bpf_loader.h"
 
 static const char *wldir;
 static const char *scenario;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * libFuzzer target for memprofd's control API. Each input connects to a real control socket
- * served by the daemon's own code (daemon/bus.c, svc_profile.c, memprofd.c) in this process,
+ * served by the daemon's own code (daemon/service/bus.c, svc_profile.c, memprofd.c) in this process,
  * and sends D-Bus messages that sd-bus parses and the handlers answer. Its first byte says who
  * connects and how the rest is read:
  *   bit 0  the client is uid and gid 65534 (when the fuzzer runs as root), else the fuzzer's
@@ -27,8 +27,8 @@
 
 #include <systemd/sd-bus.h>
 
-#include "daemon/bus.h"
-#include "daemon/memprofd.h"
+#include "daemon/service/bus.h"
+#include "daemon/service/memprofd.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

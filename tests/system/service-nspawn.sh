@@ -96,7 +96,7 @@ check "memprofd stopped cleanly" eval '[ "$(ncx systemctl show -p Result --value
 check "stop completed the trace (strict reader)" eval \
 	"[ \$(ncx memprofctl dump $TRACE | grep -c ' alloc ') -gt 1500 ]"
 # Without CAP_SYS_ADMIN, /proc/PID/map_files is refused: objects are opened by their names in
-# the process' root (daemon/target_open.c), and still name the workload's function.
+# the process' root (daemon/probe/target_open.c), and still name the workload's function.
 check "the trace's stacks are symbolized under the unit" eval \
 	"ncx memprofctl report --by function $TRACE | grep -q ' main'"
 # The estimate from the samples (n=) of the 2000 blocks of 4000 bytes (len=500 in the trace, 501

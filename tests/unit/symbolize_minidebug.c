@@ -2,7 +2,7 @@
 /*
  * A program shipped the way Fedora ships binaries: stripped, with MiniDebugInfo (an
  * xz-compressed .symtab of the functions .dynsym lacks, in .gnu_debugdata; see
- * daemon/stacks.mk). Prints the address of a static function, then waits to be symbolized.
+ * daemon/stacks/build.mk). Prints the address of a static function, then waits to be symbolized.
  */
 #include <stdio.h>
 #include <unistd.h>

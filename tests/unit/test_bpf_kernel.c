@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * daemon/bpf_kernel.c: load failures explained from libbpf's messages as libbpf 1.1 prints
+ * daemon/probe/bpf_kernel.c: load failures explained from libbpf's messages as libbpf 1.1 prints
  * them (the verifier's log of Debian 12's 6.1 rejecting the two-argument exit program, a
  * missing kfunc, a missing capability), and the tracepoint prototype probe on this kernel's BTF.
  */
@@ -8,7 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
-#include "daemon/bpf_kernel.h"
+#include "daemon/probe/bpf_kernel.h"
 #include "test.h"
 
 /* What libbpf 1.1 printed on 6.1.0-57-amd64 for mp_exit (reading group_dead). */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The asynchronous writer (userspace-lib/writer_async.h), as memprofd writes its traces: an
+ * The asynchronous writer (userspace-lib/codec/writer_async.h), as memprofd writes its traces: an
  * output nobody drains (a pipe whose reader stops) never makes a call wait; once its queue is
  * full the calls say -EAGAIN and leave the trace as it was, so the trace the file finally
  * gets holds exactly the events that were accepted. A failing output (/dev/full: ENOSPC) is
@@ -19,7 +19,7 @@
 #include <memprof/trace.h>
 
 #include "tests/unit/test.h"
-#include "userspace-lib/writer_async.h"
+#include "userspace-lib/codec/writer_async.h"
 
 #define QUEUE	(256u * 1024)
 #define PAD	"pending                         "	/* the context's patchable tail */

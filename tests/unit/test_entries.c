@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "daemon/entries.h"
+#include "daemon/engine/entries.h"
 #include "tests/unit/test.h"
 #include "userspace-lib/rng.h"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * userspace-lib/outfile.c: what an output a user names leaves behind, committed or aborted,
+ * userspace-lib/codec/outfile.c: what an output a user names leaves behind, committed or aborted,
  * for a new name, a regular file (also through a symlink), a FIFO, and a file in a directory
  * the caller cannot write to.
  */
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "tests/unit/test.h"
-#include "userspace-lib/outfile.h"
+#include "userspace-lib/codec/outfile.h"
 
 static char dir[] = "/tmp/test_outfile.XXXXXX";
 

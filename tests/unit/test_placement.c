@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* The probe placement rule of daemon/placement.c on code bytes copied from Debian 12's glibc 2.36
+/* The probe placement rule of daemon/probe/placement.c on code bytes copied from Debian 12's glibc 2.36
  * and libstdc++ (and hand-made counter-examples). */
 #include <stdint.h>
 
-#include "daemon/placement.h"
+#include "daemon/probe/placement.h"
 #include "tests/unit/test.h"
 
 static struct mp_placement place(const uint8_t *code, size_t len, unsigned int nargs, bool ret,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * daemon/preload_batch.c: MP_EV_PRELOAD_BATCH records (libmemprof-preload's deferred queue,
+ * daemon/engine/preload_batch.c: MP_EV_PRELOAD_BATCH records (libmemprof-preload's deferred queue,
  * copied from the process) expand into the alloc records and free batch they stand for, built
  * here the way the library packs its queue (<memprof/preload.h>); records whose sizes do not
  * hold together are refused without reading past them (run under ASan in make check).
@@ -11,7 +11,7 @@
 
 #include <memprof/preload.h>
 
-#include "daemon/preload_batch.h"
+#include "daemon/engine/preload_batch.h"
 #include "tests/unit/test.h"
 
 #define GEN 7

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "daemon/sampler.h"
+#include "daemon/engine/sampler.h"
 #include "tests/unit/chisq.h"
 #include "tests/unit/test.h"
 

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/symbolize.h"
+#include "daemon/stacks/symbolize.h"
 #include "tests/unit/symbolize_helper.h"
 #include "tests/unit/test.h"
 
@@ -194,7 +194,7 @@ out:
 }
 
 /*
- * A stripped program with MiniDebugInfo (.gnu_debugdata, built by daemon/stacks.mk): a static
+ * A stripped program with MiniDebugInfo (.gnu_debugdata, built by daemon/stacks/build.mk): a static
  * function, in no .dynsym, is named from the compressed symbol table.
  */
 static void test_minidebuginfo(void)

@@ -2,7 +2,7 @@
 /* The symbolizer's internal tables, reached by including its source: the open-addressing map
  * (with backward-shift deletion) against a reference array, string interning, and the mapping of
  * file offsets to ELF addresses through PT_LOADs, the per-CU function index. */
-#include "daemon/symbolize.c"
+#include "daemon/stacks/symbolize.c"
 
 #include "tests/unit/test.h"
 

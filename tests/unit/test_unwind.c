@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/symbolize.h"
-#include "daemon/unwind.h"
+#include "daemon/stacks/symbolize.h"
+#include "daemon/stacks/unwind.h"
 #include "tests/unit/test.h"
 #include "tests/unit/unwind_helper.h"
 

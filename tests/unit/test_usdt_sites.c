@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The loader's reading of USDT notes (mp_elf_usdt_sites(), daemon/elf_syms.c) on the built
+ * The loader's reading of USDT notes (mp_elf_usdt_sites(), daemon/probe/elf_syms.c) on the built
  * libmemprof-preload.so ($MP_BUILD/lib): each memprof probe has one site, a 5-byte nop in the
  * file at the offset found, and its semaphore at the file offset of the sdt.h symbol
  * memprof_<name>_semaphore; unknown probes and providers have no site.
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "daemon/elf_syms.h"
+#include "daemon/probe/elf_syms.h"
 #include "tests/unit/test.h"
 
 static Elf *elf;

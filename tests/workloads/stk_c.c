@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * stk_c: allocations through a known call chain in code built WITHOUT frame pointers
- * (-fomit-frame-pointer -O2 -g, see daemon/stacks.mk): main -> stk_level1 -> stk_level2 ->
+ * (-fomit-frame-pointer -O2 -g, see daemon/stacks/build.mk): main -> stk_level1 -> stk_level2 ->
  * stk_site, which allocates through the always-inlined stk_inline_alloc(). DWARF unwinding must
  * give the whole chain, with the inlined helper as its own location of stk_site's frame, across
  * stack pages that were never touched (stk_level1).

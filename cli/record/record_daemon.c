@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * `memprofctl record` through memprofd: see cli/record/record_daemon.h. The summary at exit counts the
+ * processes of record's own profile only (its Profile1 properties); the daemon's counters
+ * (Manager1.Stats) are of all its profiles together, so their growth during the recording is
+ * shown apart, as such, and only when a loss counter grew.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "userspace-lib/estimate.h"
+#include "cli/commands.h"
+#include "cli/ctl_bus.h"
+#include "cli/record/record_daemon.h"
+#include "userspace-lib/codec/outfile.h"
+
+#define PFX "memprofctl record: "
+
+struct record_daemon {
+	struct memprof_client *c;
+	struct record_sync sync;
+	uint32_t id;			/* 0: no profile started */
+	bool finished;
+	pid_t root;
+	char out_path[PATH_MAX];
+	struct memprof_client_daemon *before;	/* counters at start */
+	pid_t *forked;			/* children given a trace (pid reuse: a new name) */
+	size_t nforked, forked_cap;
+};
+
+static bool unreachable(int r)
+{
+	return r == -ENOENT || r == -ECONNREFUSED || r == -EACCES || r == -ENOTDIR ||
+	       r == -ECONNRESET;
+}
+
+int record_daemon__open(enum record_daemon_mode mode, bool has_seed, struct record_daemon **ret)
+{
+	struct memprof_client_daemon *d = NULL;
+	struct record_daemon *rd;
+	int r;
+
+	*ret = NULL;
+	if (mode == RECORD_DAEMON_NEVER)
+		return 0;
+	if (has_seed) {
+		if (mode == RECORD_DAEMON_AUTO)
+			return 0;	/* the daemon's PRNG is its own: in-process */
+		fprintf(stderr, PFX "--seed needs the in-process engine; it cannot be used with "
+			"--daemon\n");
+		return -EINVAL;
+	}
+	rd = calloc(1, sizeof(*rd));
+	if (!rd) {
+		fprintf(stderr, PFX "Out of memory\n");
+		return -ENOMEM;
+	}
+	r = memprof_client__connect(ctl.socket, &rd->c);
+	if (r < 0) {
+		free(rd);
+		if (mode == RECORD_DAEMON_AUTO && unreachable(r))
+			return 0;
+		fprintf(stderr, PFX "Failed to connect to memprofd at '%s': %s%s\n", ctl.socket,
+			strerror(-r), mode == RECORD_DAEMON_REQUIRE ?
+			" (--daemon: is memprofd running? --no-daemon records in-process)" : "");
+		return r;
+	}
+	/* Which daemon samples is never silent: the one at the default socket may be anyone's. */
+	memprof_client__daemon(rd->c, &d);
+	fprintf(stderr, PFX "recording through memprofd %s at '%s' (--no-daemon: in-process)\n",
+		d && d->version ? d->version : "(version unknown)", ctl.socket);
+	memprof_client_daemon__free(d);
+	*ret = rd;
+	return 0;
+}
+
+/*
+ * Read-write: the daemon patches the drop counts into the header at completion. A file already
+ * there is replaced only once the daemon accepted the profile (outfile.h).
+ */
+static int open_trace(struct mp_outfile *o, const char *path)
+{
+	return mp_outfile__open(o, path, true, 0644);
+}
+
+static int daemon_sync(void *ctx, pid_t pid, bool forked, char *err, size_t err_len)
+{
+	struct record_daemon *rd = ctx;
+	struct mp_outfile o = { .fd = -1 };
+	char path[PATH_MAX + 16];
+	int r;
+
+	err[0] = '\0';
+	if (forked) {
+		unsigned int k = 1;
+
+		for (size_t i = 0; i < rd->nforked; i++)
+			k += rd->forked[i] == pid;
+		if (rd->nforked == rd->forked_cap) {
+			size_t cap = rd->forked_cap ? rd->forked_cap * 2 : 16;
+			pid_t *n = realloc(rd->forked, cap * sizeof(*n));
+
+			if (!n) {
+				snprintf(err, err_len, "Out of memory");
+				return -ENOMEM;
+			}
+			rd->forked = n;
+			rd->forked_cap = cap;
+		}
+		rd->forked[rd->nforked++] = pid;
+		/* the engine's names (engine.c): FILE.PID, then FILE.PID.2, ... */
+		snprintf(path, sizeof(path), k > 1 ? "%s.%d.%u" : "%s.%d", rd->out_path, (int)pid,
+			 k);
+		r = open_trace(&o, path);
+		if (r < 0) {
+			snprintf(err, err_len, "Failed to create trace '%s': %s", path,
+				 strerror(-r));
+			return r;
+		}
+	}
+	r = memprof_client__add_process(rd->c, rd->id, pid, o.fd);
+	if (r < 0)
+		snprintf(err, err_len, "%s", memprof_client__errmsg(rd->c));
+	if (o.fd < 0)
+		return r;
+	if (r <= 0) {
+		mp_outfile__abort(&o);	/* not followed: no trace */
+		return r;
+	}
+	r = mp_outfile__commit(&o);
+	close(o.fd);
+	if (r < 0)
+		snprintf(err, err_len, "Failed to rename the trace into '%s': %s", path,
+			 strerror(-r));
+	return r < 0 ? r : 1;
+}
+
+int record_daemon__start(struct record_daemon *rd, const struct mp_profile_opts *o, pid_t pid,
+			 bool preload, const char *cmd0)
+{
+	struct memprof_client_start_opts so = {
+		.sz = sizeof(so),
+		.rate = o->rate,
+		.callstack_size = o->callstack_size,
+		.no_follow_forks = o->no_follow_forks,
+		.duration_us = o->duration_us,
+		.format_version = o->format_version,
+		.zstd = o->zstd_level > 0,
+		.max_overhead = o->max_overhead_pct,
+		.unwind = o->unwind != MP_UNWIND_AUTO ? mp_unwind__name(o->unwind) : NULL,
+		.stack_copy_size = o->stack_copy_size,
+	};
+	struct memprof_client_profile *p;
+	struct mp_outfile out;
+	char msg[256];
+	int r;
+
+	snprintf(rd->out_path, sizeof(rd->out_path), "%s", o->out_path);
+	rd->root = pid;
+	/* Counters before, for the summary's drops (a failure only leaves them out). */
+	memprof_client__daemon(rd->c, &rd->before);
+	r = mp_outfile__check_path(o->out_path, msg, sizeof(msg));
+	if (r < 0) {
+		fprintf(stderr, PFX "Failed to use '%s' with memprofd: %s (--no-daemon records "
+			"to it)\n", o->out_path, msg);
+		return r;
+	}
+	r = open_trace(&out, o->out_path);
+	if (r < 0) {
+		fprintf(stderr, PFX "Failed to create trace '%s': %s\n", o->out_path, strerror(-r));
+		return r;
+	}
+	r = memprof_client__start_ex(rd->c, &pid, 1, &so, out.fd, &rd->id);
+	if (r < 0) {
+		rd->id = 0;
+		mp_outfile__abort(&out);	/* what was there stays */
+		fprintf(stderr, PFX "%s\n", memprof_client__errmsg(rd->c));
+		return r;
+	}
+	close(out.fd);
+	r = mp_outfile__commit(&out);
+	if (r < 0) {
+		fprintf(stderr, PFX "Failed to rename the trace into '%s': %s\n", o->out_path,
+			strerror(-r));
+		return r;
+	}
+	rd->sync = (struct record_sync){ .sync_pid = daemon_sync, .fd = -1, .ctx = rd };
+	if (preload && memprof_client__profile(rd->c, rd->id, &p) == 0) {
+		if (p->nprocs && (!p->procs[0].mode || strcmp(p->procs[0].mode, "preload")))
+			fprintf(stderr, PFX "'%s' did not load libmemprof-preload.so (static or "
+				"set-user-ID executable?): profiling it with allocator uprobes\n",
+				cmd0);
+		memprof_client_profile__free(p);
+	}
+	return 0;
+}
+
+const struct record_sync *record_daemon__sync(struct record_daemon *rd)
+{
+	return &rd->sync;
+}
+
+/* Growth of counter @name since the start (0 when either side lacks it). */
+static uint64_t grown(const struct memprof_client_daemon *before,
+		      const struct memprof_client_daemon *after, const char *name)
+{
+	uint64_t b = 0, a = 0;
+
+	for (size_t i = 0; before && i < before->nstats; i++)
+		if (!strcmp(before->stat_names[i], name))
+			b = before->stat_values[i];
+	for (size_t i = 0; after && i < after->nstats; i++)
+		if (!strcmp(after->stat_names[i], name))
+			a = after->stat_values[i];
+	return a > b ? a - b : 0;
+}
+
+/* The loss counters of the summary: BPF's (but "nested", activity), then the engine's. */
+static size_t loss_names(const char **names, size_t max)
+{
+	size_t n = 0;
+
+	for (int i = MP_STAT_RINGBUF_DROPS; i < MP_STAT__MAX && n < max; i++)
+		if (i != MP_STAT_NESTED)
+			names[n++] = mp_stat__name(i);
+	for (int i = 0; i < MP_DROP__MAX && n < max; i++)
+		names[n++] = mp_engine_drop__name(i);
+	return n;
+}
+
+static const char *trace_of(const struct record_daemon *rd, const struct memprof_client_process *c,
+			    char *buf, size_t len)
+{
+	if (c->trace && c->trace[0])
+		return c->trace;	/* written under the daemon's directory */
+	if (c->pid == rd->root)
+		return rd->out_path;
+	snprintf(buf, len, "%s.%d", rd->out_path, (int)c->pid);
+	return buf;
+}
+
+/* The sums over @p's processes of their counts. */
+static struct memprof_client_process profile_totals(const struct memprof_client_profile *p)
+{
+	struct memprof_client_process t = { 0 };
+
+	for (size_t i = 0; i < p->nprocs; i++) {
+		t.samples += p->procs[i].samples;
+		t.nsamples += p->procs[i].nsamples;
+		t.frees += p->procs[i].frees;
+		t.drops += p->procs[i].drops;
+	}
+	return t;
+}
+
+static void summary_json(const struct record_daemon *rd, const struct memprof_client_profile *p,
+			 const struct memprof_client_daemon *after, int status)
+{
+	struct json_object *o = json_object_new_object(), *a = json_object_new_array();
+	struct json_object *d = json_object_new_object();
+	const char *names[MP_STAT__MAX + MP_DROP__MAX];
+	size_t n = loss_names(names, sizeof(names) / sizeof(names[0]));
+	struct memprof_client_process t = profile_totals(p);
+	char buf[PATH_MAX + 16];
+
+	json_object_object_add(o, "status", json_object_new_int(status));
+	json_object_object_add(o, "rate", json_object_new_double(p->rate));
+	json_object_object_add(o, "daemon_profile", json_object_new_int64(p->id));
+	for (size_t i = 0; i < p->nprocs; i++) {
+		const struct memprof_client_process *c = &p->procs[i];
+		struct json_object *j = json_object_new_object();
+
+		json_object_object_add(j, "pid", json_object_new_int(c->pid));
+		json_object_object_add(j, "comm", json_object_new_string(c->comm));
+		json_object_object_add(j, "trace", json_object_new_string(
+				       trace_of(rd, c, buf, sizeof(buf))));
+		json_object_object_add(j, "mode", c->mode ? json_object_new_string(c->mode) : NULL);
+		json_object_object_add(j, "blocks", json_object_new_uint64(c->samples));
+		json_object_object_add(j, "samples", json_object_new_uint64(c->nsamples));
+		json_object_object_add(j, "frees", json_object_new_uint64(c->frees));
+		json_object_object_add(j, "allocated_bytes",
+				       json_object_new_double(round(c->est_alloc_bytes)));
+		json_object_object_add(j, "allocated_bytes_se", json_object_new_double(
+				       round(mp_est_se_bound_bytes(p->rate, c->est_alloc_bytes))));
+		json_object_object_add(j, "live_bytes",
+				       json_object_new_double(round(c->est_live_bytes)));
+		json_object_object_add(j, "live_bytes_se", json_object_new_double(
+				       round(mp_est_se_bound_bytes(p->rate, c->est_live_bytes))));
+		json_object_object_add(j, "allocated_words", json_object_new_double(
+				       round(mp_est_words(p->rate, c->nsamples))));
+		json_object_object_add(j, "live_words", json_object_new_double(
+				       round(mp_est_words(p->rate, c->live_nsamples))));
+		json_object_object_add(j, "drops", json_object_new_uint64(c->drops));
+		json_object_object_add(j, "detached_reason", c->detached_reason ?
+				       json_object_new_string(c->detached_reason) : NULL);
+		json_object_array_add(a, j);
+	}
+	json_object_object_add(o, "processes", a);
+	/* This profile's processes only; the daemon's counters apart, named as such. */
+	json_object_object_add(o, "drops", json_object_new_uint64(t.drops));
+	json_object_object_add(o, "sampled", json_object_new_uint64(t.samples));
+	json_object_object_add(o, "samples", json_object_new_uint64(t.nsamples));
+	for (size_t i = 0; i < n; i++)
+		json_object_object_add(d, names[i], json_object_new_uint64(
+				       grown(rd->before, after, names[i])));
+	json_object_object_add(o, "daemon_drops", d);
+	if (after && after->mechanisms)
+		json_object_object_add(o, "mechanisms", json_object_new_string(after->mechanisms));
+	fprintf(stderr, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+							       JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+}
+
+static void summary_text(const struct record_daemon *rd, const struct memprof_client_profile *p,
+			 const struct memprof_client_daemon *after)
+{
+	const char *names[MP_STAT__MAX + MP_DROP__MAX];
+	size_t n = loss_names(names, sizeof(names) / sizeof(names[0]));
+	struct memprof_client_process t = profile_totals(p);
+	char buf[PATH_MAX + 16];
+	bool any = false;
+
+	for (size_t i = 0; i < p->nprocs; i++) {
+		const struct memprof_client_process *c = &p->procs[i];
+		char a[32], ase[32], l[32], lse[32];
+
+		ctl_human_bytes(c->est_alloc_bytes, 2, a, sizeof(a));
+		ctl_human_bytes(mp_est_se_bound_bytes(p->rate, c->est_alloc_bytes), 2, ase, sizeof(ase));
+		ctl_human_bytes(c->est_live_bytes, 2, l, sizeof(l));
+		ctl_human_bytes(mp_est_se_bound_bytes(p->rate, c->est_live_bytes), 2, lse,
+				sizeof(lse));
+		fprintf(stderr, PFX "%s (pid %d): %" PRIu64 " samples in %" PRIu64 " blocks, %"
+			PRIu64 " freed; allocated %s +/- %s, live at exit %s +/- %s; trace '%s'\n",
+			c->comm, (int)c->pid, c->nsamples, c->samples, c->frees, a, ase, l, lse,
+			trace_of(rd, c, buf, sizeof(buf)));
+		if (c->detached_reason)
+			fprintf(stderr, PFX "%s (pid %d): DETACHED before it exited: %s; its trace "
+				"ends there (blocks live then are not collected)\n", c->comm,
+				(int)c->pid, c->detached_reason);
+		if (c->mode && !strcmp(c->mode, "preload"))
+			fprintf(stderr, PFX "%s (pid %d): sampled in-process by libmemprof-preload\n",
+				c->comm, (int)c->pid);
+	}
+	if (t.drops)
+		fprintf(stderr, PFX "drops: %" PRIu64 " events of these processes\n", t.drops);
+	else
+		fprintf(stderr, PFX "drops: none\n");
+	for (size_t i = 0; i < n; i++) {
+		uint64_t d = grown(rd->before, after, names[i]);
+
+		if (!d)
+			continue;
+		if (!any)
+			fprintf(stderr, PFX "memprofd's losses while this ran, all its profiles "
+				"together:");
+		fprintf(stderr, " %s=%" PRIu64, names[i], d);
+		any = true;
+	}
+	if (any)
+		fprintf(stderr, "\n");
+	fprintf(stderr, PFX "%zu process(es): %" PRIu64 " samples in %" PRIu64 " blocks, %" PRIu64
+		" freed (memprofd profile %" PRIu32 ")\n", p->nprocs, t.nsamples, t.samples,
+		t.frees, p->id);
+	if (after && after->mechanisms)
+		fprintf(stderr, PFX "kernel mechanisms: %s (memprofd's)\n", after->mechanisms);
+}
+
+int record_daemon__finish(struct record_daemon *rd, int status, const char *cmd0)
+{
+	struct memprof_client_daemon *after = NULL;
+	struct memprof_client_profile *p = NULL;
+	uint64_t lost;
+	int r;
+
+	rd->finished = true;
+	/* The daemon delivers what is pending (CMD's exit among it) before it stops. */
+	r = memprof_client__stop(rd->c, rd->id);
+	if (r < 0 && r != -EINVAL) {
+		fprintf(stderr, PFX "%s%s: the trace '%s' may be incomplete\n",
+			memprof_client__errmsg(rd->c), r == -ECONNRESET || r == -ENOTCONN ||
+			r == -EPIPE ? " (memprofd went away while CMD ran)" : "", rd->out_path);
+		return r;
+	}
+	r = memprof_client__discard(rd->c, rd->id);
+	if (r < 0) {
+		fprintf(stderr, PFX "%s\n", memprof_client__errmsg(rd->c));
+		return r;
+	}
+	r = memprof_client__profile(rd->c, rd->id, &p);
+	if (r < 0) {
+		fprintf(stderr, PFX "%s\n", memprof_client__errmsg(rd->c));
+		return r;
+	}
+	memprof_client__daemon(rd->c, &after);
+	/* the daemon's count: all of its profiles, but a full disk is everyone's */
+	lost = grown(rd->before, after, mp_engine_drop__name(MP_DROP_WRITE));
+	if (ctl.json) {
+		summary_json(rd, p, after, status >= 0 ? (WIFEXITED(status) ?
+			     WEXITSTATUS(status) : 128 + WTERMSIG(status)) : -1);
+	} else {
+		summary_text(rd, p, after);
+		if (status >= 0 && WIFSIGNALED(status))
+			fprintf(stderr, PFX "'%s' was killed by signal %d (%s)\n", cmd0,
+				WTERMSIG(status), strsignal(WTERMSIG(status)));
+	}
+	if (lost)
+		fprintf(stderr, PFX "memprofd failed to write %" PRIu64 " events to traces while "
+			"this ran (its log says which and why): '%s' may be incomplete\n", lost,
+			rd->out_path);
+	memprof_client_daemon__free(after);
+	memprof_client_profile__free(p);
+	return lost ? 1 : 0;
+}
+
+void record_daemon__free(struct record_daemon *rd)
+{
+	if (!rd)
+		return;
+	if (rd->id && !rd->finished) {
+		/* A failure after the start: leave no sampling profile behind. */
+		memprof_client__stop(rd->c, rd->id);
+		memprof_client__discard(rd->c, rd->id);
+	}
+	memprof_client_daemon__free(rd->before);
+	memprof_client__free(rd->c);
+	free(rd->forked);
+	free(rd);
+}
