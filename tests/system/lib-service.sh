@@ -46,7 +46,9 @@ NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 
 # svc_start_shared NAME [memprofd options...]: like svc_require + svc_start, but with the socket
 # and state directory in a world-traversable $SHARED=/tmp/memprofd-NAME.XXXXXX so that other
-# users (via "${NOBODY[@]}") reach them; removed on exit. Skips without setpriv.
+# users (via "${NOBODY[@]}") reach them; removed on exit. Skips without setpriv. The tests' raw
+# D-Bus clients are copied there too ($BUSCALL, $RAW): the checkout may sit in a directory only
+# root can enter (a clone in `mktemp -d`).
 svc_start_shared() {
 	local name=$1; shift
 	svc_require
@@ -56,6 +58,10 @@ svc_start_shared() {
 	SOCK=$SHARED/bus
 	STATE=$SHARED/state
 	trap 'svc_cleanup; rm -rf "$SHARED"' EXIT
+	install -m 0644 "$MP_SRC/tests/system/bus_call.py" "$MP_SRC/tests/system/dbus_raw.py" \
+		"$SHARED/"
+	BUSCALL=$SHARED/bus_call.py
+	RAW=$SHARED/dbus_raw.py
 	svc_start "$@"
 }
 

@@ -4,7 +4,6 @@
 # one user cannot take all of MaxProfiles (MaxProfilesPerUser, RootReservedProfiles); a huge
 # duration is refused instead of wrapping. `list` answers within 1 s throughout.
 . "$(dirname "$0")/lib-service.sh"
-RAW=$MP_SRC/tests/system/dbus_raw.py
 svc_start_shared limits
 as_uid() { local u=$1; shift; setpriv --reuid="$u" --regid="$u" --clear-groups "$@"; }
 list_ok() { timeout 1 "$MEMPROFCTL" --socket "$SOCK" list > /dev/null; }

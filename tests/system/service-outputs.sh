@@ -10,7 +10,6 @@
 command -v fsfreeze > /dev/null && command -v mkfs.ext4 > /dev/null ||
 	{ echo "fsfreeze or mkfs.ext4 missing"; exit 77; }
 svc_start_shared outputs
-BUSCALL=$(dirname "$0")/bus_call.py
 as_nobody() { "${NOBODY[@]}" "$MEMPROFCTL" --socket "$SOCK" "$@"; }
 api_nobody() { "${NOBODY[@]}" /usr/bin/python3 "$BUSCALL" "$SOCK" "$@"; }
 answers() { timeout 1 "$MEMPROFCTL" --socket "$SOCK" list > /dev/null; }	# within 1 s
