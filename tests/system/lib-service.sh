@@ -47,7 +47,8 @@ NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 # svc_start_shared NAME [memprofd options...]: like svc_require + svc_start, but with the socket
 # and state directory in a world-traversable $SHARED=/tmp/memprofd-NAME.XXXXXX so that other
 # users (via "${NOBODY[@]}") reach them; removed on exit. Skips without setpriv. The tests' raw
-# D-Bus clients are copied there too ($BUSCALL, $RAW): the checkout may sit in a directory only
+# D-Bus clients are copied there too ($BUSCALL, $RAW), and the build's programs when uid 65534
+# cannot reach them ($MP_BUILD then names the copy): the checkout may sit in a directory only
 # root can enter (a clone in `mktemp -d`).
 svc_start_shared() {
 	local name=$1; shift
@@ -62,6 +63,15 @@ svc_start_shared() {
 		"$SHARED/"
 	BUSCALL=$SHARED/bus_call.py
 	RAW=$SHARED/dbus_raw.py
+	# The same for the programs uid 65534 runs, when it cannot reach the build directory.
+	if ! "${NOBODY[@]}" test -x "$MEMPROFCTL"; then
+		mkdir -p "$SHARED/build/tests"
+		cp -a "$MP_BUILD/bin" "$MP_BUILD/lib" "$SHARED/build/"
+		cp -a "$MP_BUILD/tests/workloads" "$SHARED/build/tests/"
+		MP_BUILD=$SHARED/build
+		MEMPROFCTL=$MP_BUILD/bin/memprofctl
+		PHASES=$MP_BUILD/tests/workloads/svc_phases
+	fi
 	svc_start "$@"
 }
 
