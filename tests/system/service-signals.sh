@@ -24,8 +24,11 @@ echo "$NPID" >> "$MP_TMP/workload.pids"
 wait_until 5 grep -q listening "$MP_TMP/notify.log"
 
 NOTIFY_SOCKET=$NOTIFY svc_start
+# memprofd answering does not mean the listener has printed what it received: wait for the line.
+wait_until 5 grep -q '^READY=1' "$MP_TMP/notify.log"
 check "READY=1 is sent once the control socket listens" grep -q '^READY=1 socket=True' "$MP_TMP/notify.log"
-check "STATUS= tells the profile counts" grep -q '^STATUS=0 sampling, 0 stopped' "$MP_TMP/notify.log"
+check "STATUS= tells the profile counts" \
+	wait_until 5 grep -q '^STATUS=0 sampling, 0 stopped' "$MP_TMP/notify.log"
 
 # --- SIGTERM while two profiles sample ------------------------------------------------------
 W1=$(phases_start -- 1000 2000)
