@@ -21,6 +21,7 @@
 #include "bpf/memprof.h"
 #include "daemon/service/bus.h"
 #include "daemon/service/memprofd.h"
+#include "userspace-lib/client/bus_dict.h"
 #include "userspace-lib/codec/outfile.h"
 #include "userspace-lib/validate.h"
 
@@ -82,7 +83,7 @@ static int get_caller(struct mp_bus_server *s, sd_bus_message *m, struct caller 
 		int fd = sd_bus_get_fd(bus);
 
 		if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
-			return sd_bus_error_setf(error, MP_BUS_ERR_PERMISSION,
+			return sd_bus_error_setf(error, MEMPROF_BUS_ERR_PERMISSION,
 						 "Failed to get the caller's credentials: %s",
 						 strerror(fd < 0 ? -fd : errno));
 		c->uid = uc.uid;
@@ -97,7 +98,7 @@ static int get_caller(struct mp_bus_server *s, sd_bus_message *m, struct caller 
 				      SD_BUS_CREDS_EGID | SD_BUS_CREDS_PID | SD_BUS_CREDS_AUGMENT,
 				      &creds);
 	if (r < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_PERMISSION,
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_PERMISSION,
 					 "Failed to get the caller's credentials: %s", strerror(-r));
 	if (sd_bus_creds_get_euid(creds, &c->uid) < 0 && sd_bus_creds_get_uid(creds, &c->uid) < 0)
 		r = -ENODATA;
@@ -106,7 +107,7 @@ static int get_caller(struct mp_bus_server *s, sd_bus_message *m, struct caller 
 		r = -ENODATA;
 	sd_bus_creds_unref(creds);
 	if (r < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_PERMISSION,
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_PERMISSION,
 					 "The bus did not tell the caller's uid and gid");
 	return 0;
 }
@@ -117,26 +118,26 @@ static int set_error(sd_bus_error *error, int r, bool state_op, const char *msg)
 
 	switch (-r) {
 	case EBUSY:
-		name = MP_BUS_ERR_BUSY;
+		name = MEMPROF_BUS_ERR_BUSY;
 		break;
 	case ESRCH:
-		name = MP_BUS_ERR_NO_PROCESS;
+		name = MEMPROF_BUS_ERR_NO_PROCESS;
 		break;
 	case ENOENT:
-		name = MP_BUS_ERR_NO_ALLOCATOR;
+		name = MEMPROF_BUS_ERR_NO_ALLOCATOR;
 		break;
 	case EPERM:
 	case EACCES:
-		name = MP_BUS_ERR_PERMISSION;
+		name = MEMPROF_BUS_ERR_PERMISSION;
 		break;
 	case EINVAL:
-		name = state_op ? MP_BUS_ERR_BAD_STATE : MP_BUS_ERR_INVALID;
+		name = state_op ? MEMPROF_BUS_ERR_BAD_STATE : MEMPROF_BUS_ERR_INVALID;
 		break;
 	case ENOSPC:
-		name = MP_BUS_ERR_LIMIT;
+		name = MEMPROF_BUS_ERR_LIMIT;
 		break;
 	default:
-		name = MP_BUS_ERR_FAILED;
+		name = MEMPROF_BUS_ERR_FAILED;
 		break;
 	}
 	return sd_bus_error_setf(error, name, "%s", msg);
@@ -151,7 +152,7 @@ static int read_opt(sd_bus_message *m, const char *key, const char *type, void *
 	int r = sd_bus_message_read(m, "v", type, out);
 
 	if (r < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 					 "Option '%s' must be a variant of type '%s'", key, type);
 	return 0;
 }
@@ -162,7 +163,8 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 
 	r = sd_bus_message_enter_container(m, 'a', "{sv}");
 	if (r < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_INVALID, "Expected options of type a{sv}");
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
+					 "Expected options of type a{sv}");
 	while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
 		const char *key;
 		int b, fd;
@@ -175,7 +177,7 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 
 			r = read_opt(m, key, "d", &req->rate, error);
 			if (r >= 0 && mp_rate__check(req->rate, msg, sizeof(msg)) < 0)
-				return sd_bus_error_set(error, MP_BUS_ERR_INVALID, msg);
+				return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID, msg);
 		} else if (!strcmp(key, "callstack_size")) {
 			uint32_t v;
 
@@ -187,7 +189,7 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 		} else if (!strcmp(key, "duration_us")) {
 			r = read_opt(m, key, "t", &req->duration_us, error);
 			if (r >= 0 && req->duration_us > MP_MAX_DURATION_US)
-				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+				return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 							 "Invalid duration %" PRIu64 " us: at "
 							 "most %llu (366 days)",
 							 req->duration_us, MP_MAX_DURATION_US);
@@ -201,7 +203,7 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 
 			r = read_opt(m, key, "s", &mode, error);
 			if (r >= 0 && mp_unwind__parse(mode, &req->unwind))
-				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+				return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 							 "Invalid unwind mode '%s': fp, dwarf or "
 							 "auto", mode);
 		} else if (!strcmp(key, "stack_copy_size")) {
@@ -209,14 +211,14 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 
 			r = read_opt(m, key, "u", &v, error);
 			if (r >= 0 && v > MP_USTACK_MAX)
-				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+				return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 							 "Invalid stack copy size %u: at most %d "
 							 "bytes", v, MP_USTACK_MAX);
 			req->stack_copy_size = v ? (int)v : -1;
 		} else if (!strcmp(key, "max_overhead")) {
 			r = read_opt(m, key, "d", &req->max_overhead_pct, error);
 			if (r >= 0 && !(req->max_overhead_pct >= 0 && req->max_overhead_pct <= 1e6))
-				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+				return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 							 "Invalid overhead budget %g: a percentage "
 							 "of one CPU >= 0 (0 = unlimited)",
 							 req->max_overhead_pct);
@@ -226,11 +228,11 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 				char msg[256];
 
 				if (mp_outfile__check_fd(fd, msg, sizeof(msg)) < 0)
-					return sd_bus_error_set(error, MP_BUS_ERR_INVALID, msg);
+					return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID, msg);
 				req->out_fd = fd;	/* owned by the message; the engine dups */
 			}
 		} else {
-			return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+			return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 						 "Unknown option '%s' (known: rate, callstack_size, "
 						 "follow_forks, duration_us, format_version, zstd, "
 						 "output, unwind, stack_copy_size, max_overhead)",
@@ -263,7 +265,8 @@ static int method_start(sd_bus_message *m, void *userdata, sd_bus_error *error)
 		return r;
 	r = sd_bus_message_read_array(m, 'i', &pids, &size);
 	if (r < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_INVALID, "Expected process ids of type ai");
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
+					 "Expected process ids of type ai");
 	req.pids = pids;
 	req.npids = size / sizeof(int32_t);
 	r = parse_start_options(m, &req, error);
@@ -276,7 +279,7 @@ static int method_start(sd_bus_message *m, void *userdata, sd_bus_error *error)
 		log_info("Start request of uid %u refused: %s", (unsigned int)c.uid, err);
 		return set_error(error, r, false, err);
 	}
-	return sd_bus_reply_method_return(m, "o", sp->object_path);
+	return sd_bus_reply_method_return(m, MEMPROF_BUS_SIG_PATH, sp->object_path);
 }
 
 static int append_pids(sd_bus_message *reply, const struct svc_profile *sp)
@@ -304,9 +307,9 @@ static int method_list(sd_bus_message *m, void *userdata, sd_bus_error *error)
 	r = sd_bus_message_new_method_return(m, &reply);
 	if (r < 0)
 		return r;
-	r = sd_bus_message_open_container(reply, 'a', "(usoudau)");
+	r = sd_bus_message_open_container(reply, 'a', "(" MEMPROF_BUS_SIG_PROFILE_ENTRY ")");
 	for (struct svc_profile *sp = s->d->profiles; r >= 0 && sp; sp = sp->next) {
-		r = sd_bus_message_open_container(reply, 'r', "usoudau");
+		r = sd_bus_message_open_container(reply, 'r', MEMPROF_BUS_SIG_PROFILE_ENTRY);
 		if (r >= 0)
 			r = sd_bus_message_append(reply, "usoud", sp->id,
 						  svc_state_name(mp_profile__state(sp->p)),
@@ -339,9 +342,9 @@ static int profile_op(struct mp_bus_server *s, sd_bus_message *m, struct svc_pro
 	if (r < 0)
 		return r;
 	if (!sp)
-		return sd_bus_error_setf(error, MP_BUS_ERR_NOT_FOUND, "No profile %" PRIu32, id);
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_NOT_FOUND, "No profile %" PRIu32, id);
 	if (!svc_profile__may_control(sp, c.uid))
-		return sd_bus_error_setf(error, MP_BUS_ERR_PERMISSION,
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_PERMISSION,
 					 "Permission denied: profile %" PRIu32 " belongs to uid %u; "
 					 "uid %u may not %s it", sp->id, (unsigned int)sp->owner_uid,
 					 (unsigned int)c.uid, what);
@@ -358,7 +361,7 @@ static int manager_stop(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	struct mp_bus_server *s = userdata;
 	uint32_t id;
-	int r = sd_bus_message_read(m, "u", &id);
+	int r = sd_bus_message_read(m, MEMPROF_BUS_SIG_ID, &id);
 
 	if (r < 0)
 		return r;
@@ -369,7 +372,7 @@ static int manager_discard(sd_bus_message *m, void *userdata, sd_bus_error *erro
 {
 	struct mp_bus_server *s = userdata;
 	uint32_t id;
-	int r = sd_bus_message_read(m, "u", &id);
+	int r = sd_bus_message_read(m, MEMPROF_BUS_SIG_ID, &id);
 
 	if (r < 0)
 		return r;
@@ -389,19 +392,19 @@ static int prop_manager(sd_bus *bus, const char *path, const char *iface, const 
 	struct mp_bus_server *s = userdata;
 	struct memprofd *d = s->d;
 
-	if (!strcmp(prop, "DefaultRate"))
+	if (!strcmp(prop, MEMPROF_BUS_DEFAULT_RATE))
 		return sd_bus_message_append(reply, "d", d->cfg.default_rate);
-	if (!strcmp(prop, "DefaultCallstackSize"))
+	if (!strcmp(prop, MEMPROF_BUS_DEFAULT_CALLSTACK))
 		return sd_bus_message_append(reply, "u", d->cfg.callstack_size);
-	if (!strcmp(prop, "StateDirectory"))
+	if (!strcmp(prop, MEMPROF_BUS_STATE_DIRECTORY))
 		return sd_bus_message_append(reply, "s", d->cfg.state_dir);
-	if (!strcmp(prop, "MaxProfiles"))
+	if (!strcmp(prop, MEMPROF_BUS_MAX_PROFILES))
 		return sd_bus_message_append(reply, "u", d->cfg.max_profiles);
-	if (!strcmp(prop, "Clients"))
+	if (!strcmp(prop, MEMPROF_BUS_CLIENTS))
 		return sd_bus_message_append(reply, "u", s->nclients);
-	if (!strcmp(prop, "RefusedClients"))
+	if (!strcmp(prop, MEMPROF_BUS_REFUSED_CLIENTS))
 		return sd_bus_message_append(reply, "t", s->refused);
-	if (!strcmp(prop, "Mechanisms"))
+	if (!strcmp(prop, MEMPROF_BUS_MECHANISMS))
 		return sd_bus_message_append(reply, "s", mp_engine__mechanisms(d->engine));
 	return -ENOENT;
 }
@@ -416,11 +419,12 @@ static int prop_stats(sd_bus *bus, const char *path, const char *iface, const ch
 
 	n = svc_counters(s->d, names, values, SVC_MAX_COUNTERS);
 	if (n < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_FAILED, "Failed to read the counters: %s",
-					 strerror(-n));
-	r = sd_bus_message_open_container(reply, 'a', "(st)");
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_FAILED,
+					 "Failed to read the counters: %s", strerror(-n));
+	r = sd_bus_message_open_container(reply, 'a', "(" MEMPROF_BUS_SIG_STAT_ENTRY ")");
 	for (int i = 0; r >= 0 && i < n; i++)
-		r = sd_bus_message_append(reply, "(st)", names[i], values[i]);
+		r = sd_bus_message_append(reply, "(" MEMPROF_BUS_SIG_STAT_ENTRY ")", names[i],
+					  values[i]);
 	if (r >= 0)
 		r = sd_bus_message_close_container(reply);
 	return r;
@@ -428,25 +432,28 @@ static int prop_stats(sd_bus *bus, const char *path, const char *iface, const ch
 
 static const sd_bus_vtable manager_vtable[] = {
 	SD_BUS_VTABLE_START(0),
-	SD_BUS_PROPERTY("Version", "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("DefaultRate", "d", prop_manager, 0, 0),
-	SD_BUS_PROPERTY("DefaultCallstackSize", "u", prop_manager, 0, 0),
-	SD_BUS_PROPERTY("StateDirectory", "s", prop_manager, 0, 0),
-	SD_BUS_PROPERTY("MaxProfiles", "u", prop_manager, 0, 0),
-	SD_BUS_PROPERTY("Clients", "u", prop_manager, 0, 0),
-	SD_BUS_PROPERTY("RefusedClients", "t", prop_manager, 0, 0),
-	SD_BUS_PROPERTY("Stats", "a(st)", prop_stats, 0, 0),
-	SD_BUS_PROPERTY("Mechanisms", "s", prop_manager, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_METHOD_WITH_ARGS("Start", SD_BUS_ARGS("ai", pids, "a{sv}", options),
-				SD_BUS_RESULT("o", profile), method_start,
+	SD_BUS_PROPERTY(MEMPROF_BUS_VERSION, "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY(MEMPROF_BUS_DEFAULT_RATE, "d", prop_manager, 0, 0),
+	SD_BUS_PROPERTY(MEMPROF_BUS_DEFAULT_CALLSTACK, "u", prop_manager, 0, 0),
+	SD_BUS_PROPERTY(MEMPROF_BUS_STATE_DIRECTORY, "s", prop_manager, 0, 0),
+	SD_BUS_PROPERTY(MEMPROF_BUS_MAX_PROFILES, "u", prop_manager, 0, 0),
+	SD_BUS_PROPERTY(MEMPROF_BUS_CLIENTS, "u", prop_manager, 0, 0),
+	SD_BUS_PROPERTY(MEMPROF_BUS_REFUSED_CLIENTS, "t", prop_manager, 0, 0),
+	SD_BUS_PROPERTY(MEMPROF_BUS_STATS, MEMPROF_BUS_SIG_STATS, prop_stats, 0, 0),
+	SD_BUS_PROPERTY(MEMPROF_BUS_MECHANISMS, "s", prop_manager, 0,
+			SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_START,
+				SD_BUS_ARGS(MEMPROF_BUS_SIG_PIDS, pids, MEMPROF_BUS_SIG_OPTIONS,
+					    options),
+				SD_BUS_RESULT(MEMPROF_BUS_SIG_PATH, profile), method_start,
 				SD_BUS_VTABLE_UNPRIVILEGED),
-	SD_BUS_METHOD_WITH_ARGS("ListProfiles", SD_BUS_NO_ARGS,
-				SD_BUS_RESULT("a(usoudau)", profiles), method_list,
+	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_LIST_PROFILES, SD_BUS_NO_ARGS,
+				SD_BUS_RESULT(MEMPROF_BUS_SIG_PROFILE_LIST, profiles), method_list,
 				SD_BUS_VTABLE_UNPRIVILEGED),
-	SD_BUS_METHOD_WITH_ARGS("Stop", SD_BUS_ARGS("u", id), SD_BUS_NO_RESULT, manager_stop,
-				SD_BUS_VTABLE_UNPRIVILEGED),
-	SD_BUS_METHOD_WITH_ARGS("Discard", SD_BUS_ARGS("u", id), SD_BUS_NO_RESULT,
-				manager_discard, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_STOP, SD_BUS_ARGS(MEMPROF_BUS_SIG_ID, id),
+				SD_BUS_NO_RESULT, manager_stop, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_DISCARD, SD_BUS_ARGS(MEMPROF_BUS_SIG_ID, id),
+				SD_BUS_NO_RESULT, manager_discard, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_VTABLE_END
 };
 
@@ -458,39 +465,38 @@ static int prop_profile(sd_bus *bus, const char *path, const char *iface, const 
 	struct svc_profile *sp = userdata;
 	const struct mp_profile_opts *o = mp_profile__opts(sp->p);
 
-	if (!strcmp(prop, "Id"))
+	if (!strcmp(prop, MEMPROF_BUS_ID))
 		return sd_bus_message_append(reply, "u", sp->id);
-	if (!strcmp(prop, "State"))
+	if (!strcmp(prop, MEMPROF_BUS_STATE))
 		return sd_bus_message_append(reply, "s", svc_state_name(mp_profile__state(sp->p)));
-	if (!strcmp(prop, "Owner"))
+	if (!strcmp(prop, MEMPROF_BUS_OWNER))
 		return sd_bus_message_append(reply, "u", (uint32_t)sp->owner_uid);
-	if (!strcmp(prop, "Rate"))
+	if (!strcmp(prop, MEMPROF_BUS_RATE))
 		return sd_bus_message_append(reply, "d", o->rate);
-	if (!strcmp(prop, "CallstackSize"))
+	if (!strcmp(prop, MEMPROF_BUS_CALLSTACK_SIZE))
 		return sd_bus_message_append(reply, "u", o->callstack_size);
-	if (!strcmp(prop, "FollowForks"))
+	if (!strcmp(prop, MEMPROF_BUS_FOLLOW_FORKS))
 		return sd_bus_message_append(reply, "b", !o->no_follow_forks);
-	if (!strcmp(prop, "DurationUSec"))
+	if (!strcmp(prop, MEMPROF_BUS_DURATION))
 		return sd_bus_message_append(reply, "t", o->duration_us);
-	if (!strcmp(prop, "FormatVersion"))
+	if (!strcmp(prop, MEMPROF_BUS_FORMAT_VERSION))
 		return sd_bus_message_append(reply, "q",
 					     (uint16_t)(o->format_version ? o->format_version : 2));
-	if (!strcmp(prop, "Compressed"))
+	if (!strcmp(prop, MEMPROF_BUS_COMPRESSED))
 		return sd_bus_message_append(reply, "b", o->zstd_level > 0);
-	if (!strcmp(prop, "Directory"))
+	if (!strcmp(prop, MEMPROF_BUS_DIRECTORY))
 		return sd_bus_message_append(reply, "s", sp->dir);
-	if (!strcmp(prop, "StartTimestamp"))
+	if (!strcmp(prop, MEMPROF_BUS_START_TIMESTAMP))
 		return sd_bus_message_append(reply, "t", sp->start_realtime_us);
 	return -ENOENT;
 }
 
 /*
  * The per-process properties: an array of @sig, one element per process of @sp that @item
- * appends (it may skip one), from one snapshot of the profile's processes.
+ * appends, from one snapshot of the profile's processes.
  */
-static int append_procs(sd_bus_message *reply, struct svc_profile *sp, const char *prop,
-			const char *sig,
-			int (*item)(sd_bus_message *reply, const char *prop, const char *sig,
+static int append_procs(sd_bus_message *reply, struct svc_profile *sp, const char *sig,
+			int (*item)(sd_bus_message *reply, const char *sig,
 				    const struct mp_proc_stats *ps))
 {
 	struct mp_proc_stats *ps;
@@ -500,15 +506,79 @@ static int append_procs(sd_bus_message *reply, struct svc_profile *sp, const cha
 		return n;
 	r = sd_bus_message_open_container(reply, 'a', sig);
 	for (int i = 0; r >= 0 && i < n; i++)
-		r = item(reply, prop, sig, &ps[i]);
+		r = item(reply, sig, &ps[i]);
 	if (r >= 0)
 		r = sd_bus_message_close_container(reply);
 	free(ps);
 	return r;
 }
 
-static int process_item(sd_bus_message *reply, const char *prop, const char *sig,
-			const struct mp_proc_stats *ps)
+/*
+ * ProcessStatus: one a{sv} per process, its fields by name (<memprof/bus.h>). The mode, the
+ * trace, a detach and a write error are there only when the process has them; the write
+ * error is the errno name of the first failed write (ENOSPC...) or "stalled" for an output
+ * that did not keep up, with its CLOCK_REALTIME time and the events not written (write
+ * errors and stalls together).
+ */
+static int process_status_item(sd_bus_message *reply, const char *sig,
+			       const struct mp_proc_stats *ps)
+{
+	const char *mode = mp_proc_mode__name(ps->mode);
+	uint64_t since;
+	const char *werr = svc_write_error(ps, &since);
+	int r;
+
+	r = sd_bus_message_open_container(reply, 'a', "{sv}");
+	if (r >= 0)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_PID, "u", (uint32_t)ps->pid);
+	if (r >= 0)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_COMM, "s", ps->comm);
+	if (r >= 0)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_EXITED, "b", (int)ps->exited);
+	if (r >= 0 && mode)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_MODE, "s", mode);
+	if (r >= 0)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_SAMPLED_BLOCKS, "t", ps->samples);
+	if (r >= 0)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_SAMPLES, "t", ps->nsamples);
+	if (r >= 0)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_LIVE_SAMPLES, "t", ps->live_nsamples);
+	if (r >= 0)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_FREED_BLOCKS, "t", ps->frees);
+	if (r >= 0)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_DROPS, "t", ps->drops);
+	if (r >= 0)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_EST_ALLOC_BYTES, "d",
+				       ps->est_alloc_bytes);
+	if (r >= 0)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_EST_LIVE_BYTES, "d", ps->est_live_bytes);
+	if (r >= 0 && ps->trace_path)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_TRACE, "s", ps->trace_path);
+	if (r >= 0 && ps->detached_reason)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_DETACHED_REASON, "s",
+				       ps->detached_reason);
+	if (r >= 0 && werr)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_WRITE_ERROR, "s", werr);
+	if (r >= 0 && werr)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_WRITE_ERROR_SINCE, "t", since);
+	if (r >= 0 && werr)
+		r = mp_bus_dict_append(reply, MEMPROF_PROC_LOST_WRITES, "t",
+				       ps->write_errors + ps->stalled);
+	if (r >= 0)
+		r = sd_bus_message_close_container(reply);
+	return r;
+}
+
+static int prop_process_status(sd_bus *bus, const char *path, const char *iface,
+			       const char *prop, sd_bus_message *reply, void *userdata,
+			       sd_bus_error *error)
+{
+	return append_procs(reply, userdata, MEMPROF_BUS_SIG_PROCESS, process_status_item);
+}
+
+/* Processes: the positional form of the same figures (<memprof/bus.h>). */
+static int process_tuple_item(sd_bus_message *reply, const char *sig,
+			      const struct mp_proc_stats *ps)
 {
 	return sd_bus_message_append(reply, sig, (uint32_t)ps->pid, ps->comm, (int)ps->exited,
 				     ps->samples, ps->nsamples, ps->live_nsamples, ps->frees,
@@ -519,49 +589,8 @@ static int process_item(sd_bus_message *reply, const char *prop, const char *sig
 static int prop_processes(sd_bus *bus, const char *path, const char *iface, const char *prop,
 			  sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
-	return append_procs(reply, userdata, prop, "(usbttttddts)", process_item);
-}
-
-/*
- * ProcessModes: (pid, mode) of each process, "uprobe" or "preload" (libmemprof-preload's fast
- * path). ProcessDetached: (pid, reason) of each process detached over its overhead budget.
- */
-static int process_string_item(sd_bus_message *reply, const char *prop, const char *sig,
-			       const struct mp_proc_stats *ps)
-{
-	const char *s = !strcmp(prop, "ProcessDetached") ? ps->detached_reason :
-			mp_proc_mode__name(ps->mode);
-
-	return s ? sd_bus_message_append(reply, sig, (uint32_t)ps->pid, s) : 0;
-}
-
-static int prop_process_strings(sd_bus *bus, const char *path, const char *iface,
-				const char *prop, sd_bus_message *reply, void *userdata,
-				sd_bus_error *error)
-{
-	return append_procs(reply, userdata, prop, "(us)", process_string_item);
-}
-
-/*
- * ProcessWriteErrors: (pid, error, since, events lost) of each process whose trace could not
- * be written whole: the errno name of the first failed write (ENOSPC...), or "stalled" for an
- * output that did not keep up, its CLOCK_REALTIME time in µs, and the events not written
- * (write errors and stalls together).
- */
-static int write_error_item(sd_bus_message *reply, const char *prop, const char *sig,
-			    const struct mp_proc_stats *ps)
-{
-	uint64_t since;
-	const char *name = svc_write_error(ps, &since);
-
-	return name ? sd_bus_message_append(reply, sig, (uint32_t)ps->pid, name, since,
-					    ps->write_errors + ps->stalled) : 0;
-}
-
-static int prop_write_errors(sd_bus *bus, const char *path, const char *iface, const char *prop,
-			     sd_bus_message *reply, void *userdata, sd_bus_error *error)
-{
-	return append_procs(reply, userdata, prop, "(ustt)", write_error_item);
+	return append_procs(reply, userdata, "(" MEMPROF_BUS_SIG_PROCESS_TUPLE ")",
+			    process_tuple_item);
 }
 
 static int profile_stop(sd_bus_message *m, void *userdata, sd_bus_error *error)
@@ -591,26 +620,28 @@ static int profile_add_process(sd_bus_message *m, void *userdata, sd_bus_error *
 	r = get_caller(s, m, &c, error);
 	if (r < 0)
 		return r;
-	r = sd_bus_message_read(m, "u", &pid);
+	r = sd_bus_message_read(m, MEMPROF_BUS_SIG_PID, &pid);
 	if (r < 0 || pid == 0 || pid > INT32_MAX)
-		return sd_bus_error_setf(error, MP_BUS_ERR_INVALID, "Expected a process id");
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID, "Expected a process id");
 	r = sd_bus_message_enter_container(m, 'a', "{sv}");
 	if (r < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_INVALID, "Expected options of type a{sv}");
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
+					 "Expected options of type a{sv}");
 	while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
 		const char *key;
 
 		r = sd_bus_message_read(m, "s", &key);
 		if (r < 0)
 			return r;
-		if (strcmp(key, "output"))
-			return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
-						 "Unknown option '%s' (known: output)", key);
-		r = read_opt(m, key, "h", &out_fd, error);
+		if (strcmp(key, MEMPROF_BUS_OPT_OUTPUT))
+			return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
+						 "Unknown option '%s' (known: "
+						 MEMPROF_BUS_OPT_OUTPUT ")", key);
+		r = read_opt(m, key, MEMPROF_BUS_SIG_OUTPUT, &out_fd, error);
 		if (r < 0)
 			return r;
 		if (mp_outfile__check_fd(out_fd, err, sizeof(err)) < 0)
-			return sd_bus_error_set(error, MP_BUS_ERR_INVALID, err);
+			return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID, err);
 		r = sd_bus_message_exit_container(m);
 		if (r < 0)
 			return r;
@@ -618,47 +649,55 @@ static int profile_add_process(sd_bus_message *m, void *userdata, sd_bus_error *
 	if (r < 0)
 		return r;
 	if (!svc_profile__may_control(sp, c.uid))
-		return sd_bus_error_setf(error, MP_BUS_ERR_PERMISSION,
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_PERMISSION,
 					 "Permission denied: profile %" PRIu32 " belongs to uid %u",
 					 sp->id, (unsigned int)sp->owner_uid);
 	r = svc_profile__add_process(s->d, sp, (pid_t)pid, out_fd, c.uid, c.gid, err, sizeof(err));
 	if (r < 0)
 		return set_error(error, r, r == -EINVAL, err);
-	return sd_bus_reply_method_return(m, "b", r > 0);
+	return sd_bus_reply_method_return(m, MEMPROF_BUS_SIG_FOLLOWED, r > 0);
 }
 
 static const sd_bus_vtable profile_vtable[] = {
 	SD_BUS_VTABLE_START(0),
-	SD_BUS_PROPERTY("Id", "u", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("State", "s", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-	SD_BUS_PROPERTY("Owner", "u", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("Rate", "d", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("CallstackSize", "u", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("FollowForks", "b", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("DurationUSec", "t", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("FormatVersion", "q", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("Compressed", "b", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("Directory", "s", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("StartTimestamp", "t", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("Processes", "a(usbttttddts)", prop_processes, 0, 0),
-	SD_BUS_PROPERTY("ProcessModes", "a(us)", prop_process_strings, 0, 0),
-	SD_BUS_PROPERTY("ProcessDetached", "a(us)", prop_process_strings, 0, 0),
-	SD_BUS_PROPERTY("ProcessWriteErrors", "a(ustt)", prop_write_errors, 0, 0),
-	SD_BUS_METHOD("Stop", "", "", profile_stop, SD_BUS_VTABLE_UNPRIVILEGED),
-	SD_BUS_METHOD("Discard", "", "", profile_discard, SD_BUS_VTABLE_UNPRIVILEGED),
-	SD_BUS_METHOD_WITH_ARGS("AddProcess", SD_BUS_ARGS("u", pid, "a{sv}", options),
-				SD_BUS_RESULT("b", followed), profile_add_process,
-				SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_PROPERTY(MEMPROF_BUS_ID, "u", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY(MEMPROF_BUS_STATE, "s", prop_profile, 0,
+			SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+	SD_BUS_PROPERTY(MEMPROF_BUS_OWNER, "u", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY(MEMPROF_BUS_RATE, "d", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY(MEMPROF_BUS_CALLSTACK_SIZE, "u", prop_profile, 0,
+			SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY(MEMPROF_BUS_FOLLOW_FORKS, "b", prop_profile, 0,
+			SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY(MEMPROF_BUS_DURATION, "t", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY(MEMPROF_BUS_FORMAT_VERSION, "q", prop_profile, 0,
+			SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY(MEMPROF_BUS_COMPRESSED, "b", prop_profile, 0,
+			SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY(MEMPROF_BUS_DIRECTORY, "s", prop_profile, 0,
+			SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY(MEMPROF_BUS_START_TIMESTAMP, "t", prop_profile, 0,
+			SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_PROPERTY(MEMPROF_BUS_PROCESS_STATUS, MEMPROF_BUS_SIG_PROCESS_STATUS,
+			prop_process_status, 0, 0),
+	SD_BUS_PROPERTY(MEMPROF_BUS_PROCESSES, MEMPROF_BUS_SIG_PROCESSES, prop_processes, 0, 0),
+	SD_BUS_METHOD(MEMPROF_BUS_STOP, "", "", profile_stop, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD(MEMPROF_BUS_DISCARD, "", "", profile_discard, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_ADD_PROCESS,
+				SD_BUS_ARGS(MEMPROF_BUS_SIG_PID, pid, MEMPROF_BUS_SIG_OPTIONS,
+					    options),
+				SD_BUS_RESULT(MEMPROF_BUS_SIG_FOLLOWED, followed),
+				profile_add_process, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_VTABLE_END
 };
 
 static struct svc_profile *profile_from_path(struct memprofd *d, const char *path)
 {
-	const char *p = path + strlen(MP_BUS_PROFILE_PREFIX);
+	const char *p = path + strlen(MEMPROF_BUS_PROFILE_PREFIX);
 	unsigned long id;
 	char *end;
 
-	if (strncmp(path, MP_BUS_PROFILE_PREFIX "/", strlen(MP_BUS_PROFILE_PREFIX) + 1))
+	if (strncmp(path, MEMPROF_BUS_PROFILE_PREFIX "/", strlen(MEMPROF_BUS_PROFILE_PREFIX) + 1))
 		return NULL;
 	p++;
 	errno = 0;
@@ -712,15 +751,15 @@ static int add_objects(struct mp_bus_server *s, sd_bus *bus)
 {
 	int r;
 
-	r = sd_bus_add_object_vtable(bus, NULL, MP_BUS_PATH, MP_BUS_MANAGER_IFACE, manager_vtable,
-				     s);
+	r = sd_bus_add_object_vtable(bus, NULL, MEMPROF_BUS_PATH, MEMPROF_BUS_MANAGER_IFACE,
+				     manager_vtable, s);
 	if (r >= 0)
-		r = sd_bus_add_fallback_vtable(bus, NULL, MP_BUS_PROFILE_PREFIX,
-					       MP_BUS_PROFILE_IFACE, profile_vtable, profile_find,
-					       s);
+		r = sd_bus_add_fallback_vtable(bus, NULL, MEMPROF_BUS_PROFILE_PREFIX,
+					       MEMPROF_BUS_PROFILE_IFACE, profile_vtable,
+					       profile_find, s);
 	if (r >= 0)
-		r = sd_bus_add_node_enumerator(bus, NULL, MP_BUS_PROFILE_PREFIX, profile_enumerate,
-					       s);
+		r = sd_bus_add_node_enumerator(bus, NULL, MEMPROF_BUS_PROFILE_PREFIX,
+					       profile_enumerate, s);
 	return r;
 }
 
@@ -1208,13 +1247,15 @@ int mp_bus_server__add_bus(struct mp_bus_server *s, const char *address)
 		return r;
 	}
 	s->bus_conn = s->conns;
-	r = sd_bus_request_name(bus, MP_BUS_NAME, 0);
+	r = sd_bus_request_name(bus, MEMPROF_BUS_NAME, 0);
 	if (r < 0) {
-		log_error("Failed to acquire the name " MP_BUS_NAME " on the bus: %s", strerror(-r));
+		log_error("Failed to acquire the name " MEMPROF_BUS_NAME " on the bus: %s",
+			  strerror(-r));
 		conn_free(s->bus_conn);
 		return r;
 	}
-	log_info("Registered as " MP_BUS_NAME " on the bus '%s'", address ? address : "system");
+	log_info("Registered as " MEMPROF_BUS_NAME " on the bus '%s'",
+		 address ? address : "system");
 	return 0;
 }
 
@@ -1224,7 +1265,8 @@ void mp_bus_server__profile_changed(struct mp_bus_server *s, struct svc_profile 
 		return;
 	for (struct bus_conn *c = s->conns; c; c = c->next) {
 		int r = sd_bus_emit_properties_changed(c->bus, sp->object_path,
-						       MP_BUS_PROFILE_IFACE, "State", NULL);
+						       MEMPROF_BUS_PROFILE_IFACE, MEMPROF_BUS_STATE,
+						       NULL);
 		if (r < 0 && r != -ENOTCONN)
 			log_debug("Failed to emit PropertiesChanged for %s: %s", sp->object_path,
 				  strerror(-r));
