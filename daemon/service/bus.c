@@ -26,6 +26,10 @@
 #include "userspace-lib/codec/outfile.h"
 #include "userspace-lib/validate.h"
 
+/* A property's value, of its protocol signature (<memprof/bus.h>: NAME_SIG). */
+#define APPEND(reply, name, ...) sd_bus_message_append(reply, name##_SIG, __VA_ARGS__)
+#define PROPERTY(name, get, flags) SD_BUS_PROPERTY(name, name##_SIG, get, 0, flags)
+
 /* ------------------------------------------------------------------ callers and errors */
 
 struct caller {
@@ -192,7 +196,8 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 				char msg[256];
 
 				if (mp_outfile__check_fd(fd, msg, sizeof(msg)) < 0)
-					return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID, msg);
+					return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID,
+								msg);
 				req->out_fd = fd;	/* owned by the message; the engine dups */
 			}
 		} else {
@@ -271,9 +276,9 @@ static int method_list(sd_bus_message *m, void *userdata, sd_bus_error *error)
 	r = sd_bus_message_new_method_return(m, &reply);
 	if (r < 0)
 		return r;
-	r = sd_bus_message_open_container(reply, 'a', "(" MEMPROF_BUS_SIG_PROFILE_ENTRY ")");
+	r = sd_bus_message_open_container(reply, 'a', "(" MEMPROF_BUS_PROFILE_LIST_ENTRY ")");
 	for (struct svc_profile *sp = s->d->profiles; r >= 0 && sp; sp = sp->next) {
-		r = sd_bus_message_open_container(reply, 'r', MEMPROF_BUS_SIG_PROFILE_ENTRY);
+		r = sd_bus_message_open_container(reply, 'r', MEMPROF_BUS_PROFILE_LIST_ENTRY);
 		if (r >= 0)
 			r = sd_bus_message_append(reply, "usoud", sp->id,
 						  svc_state_name(mp_profile__state(sp->p)),
@@ -306,7 +311,8 @@ static int profile_op(struct mp_bus_server *s, sd_bus_message *m, struct svc_pro
 	if (r < 0)
 		return r;
 	if (!sp)
-		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_NOT_FOUND, "No profile %" PRIu32, id);
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_NOT_FOUND, "No profile %" PRIu32,
+					 id);
 	if (!svc_profile__may_control(sp, c.uid))
 		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_PERMISSION,
 					 "Permission denied: profile %" PRIu32 " belongs to uid %u; "
@@ -347,7 +353,7 @@ static int manager_discard(sd_bus_message *m, void *userdata, sd_bus_error *erro
 static int prop_version(sd_bus *bus, const char *path, const char *iface, const char *prop,
 			sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
-	return sd_bus_message_append(reply, "s", MP_VERSION);
+	return APPEND(reply, MEMPROF_BUS_VERSION, MP_VERSION);
 }
 
 static int prop_manager(sd_bus *bus, const char *path, const char *iface, const char *prop,
@@ -357,19 +363,19 @@ static int prop_manager(sd_bus *bus, const char *path, const char *iface, const 
 	struct memprofd *d = s->d;
 
 	if (!strcmp(prop, MEMPROF_BUS_DEFAULT_RATE))
-		return sd_bus_message_append(reply, "d", d->cfg.default_rate);
+		return APPEND(reply, MEMPROF_BUS_DEFAULT_RATE, d->cfg.default_rate);
 	if (!strcmp(prop, MEMPROF_BUS_DEFAULT_CALLSTACK))
-		return sd_bus_message_append(reply, "u", d->cfg.callstack_size);
+		return APPEND(reply, MEMPROF_BUS_DEFAULT_CALLSTACK, d->cfg.callstack_size);
 	if (!strcmp(prop, MEMPROF_BUS_STATE_DIRECTORY))
-		return sd_bus_message_append(reply, "s", d->cfg.state_dir);
+		return APPEND(reply, MEMPROF_BUS_STATE_DIRECTORY, d->cfg.state_dir);
 	if (!strcmp(prop, MEMPROF_BUS_MAX_PROFILES))
-		return sd_bus_message_append(reply, "u", d->cfg.max_profiles);
+		return APPEND(reply, MEMPROF_BUS_MAX_PROFILES, d->cfg.max_profiles);
 	if (!strcmp(prop, MEMPROF_BUS_CLIENTS))
-		return sd_bus_message_append(reply, "u", s->nclients);
+		return APPEND(reply, MEMPROF_BUS_CLIENTS, s->nclients);
 	if (!strcmp(prop, MEMPROF_BUS_REFUSED_CLIENTS))
-		return sd_bus_message_append(reply, "t", s->refused);
+		return APPEND(reply, MEMPROF_BUS_REFUSED_CLIENTS, s->refused);
 	if (!strcmp(prop, MEMPROF_BUS_MECHANISMS))
-		return sd_bus_message_append(reply, "s", mp_engine__mechanisms(d->engine));
+		return APPEND(reply, MEMPROF_BUS_MECHANISMS, mp_engine__mechanisms(d->engine));
 	return -ENOENT;
 }
 
@@ -385,9 +391,9 @@ static int prop_stats(sd_bus *bus, const char *path, const char *iface, const ch
 	if (n < 0)
 		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_FAILED,
 					 "Failed to read the counters: %s", strerror(-n));
-	r = sd_bus_message_open_container(reply, 'a', "(" MEMPROF_BUS_SIG_STAT_ENTRY ")");
+	r = sd_bus_message_open_container(reply, 'a', "(" MEMPROF_BUS_STATS_ENTRY ")");
 	for (int i = 0; r >= 0 && i < n; i++)
-		r = sd_bus_message_append(reply, "(" MEMPROF_BUS_SIG_STAT_ENTRY ")", names[i],
+		r = sd_bus_message_append(reply, "(" MEMPROF_BUS_STATS_ENTRY ")", names[i],
 					  values[i]);
 	if (r >= 0)
 		r = sd_bus_message_close_container(reply);
@@ -396,16 +402,15 @@ static int prop_stats(sd_bus *bus, const char *path, const char *iface, const ch
 
 static const sd_bus_vtable manager_vtable[] = {
 	SD_BUS_VTABLE_START(0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_VERSION, "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY(MEMPROF_BUS_DEFAULT_RATE, "d", prop_manager, 0, 0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_DEFAULT_CALLSTACK, "u", prop_manager, 0, 0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_STATE_DIRECTORY, "s", prop_manager, 0, 0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_MAX_PROFILES, "u", prop_manager, 0, 0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_CLIENTS, "u", prop_manager, 0, 0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_REFUSED_CLIENTS, "t", prop_manager, 0, 0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_STATS, MEMPROF_BUS_SIG_STATS, prop_stats, 0, 0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_MECHANISMS, "s", prop_manager, 0,
-			SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_VERSION, prop_version, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_DEFAULT_RATE, prop_manager, 0),
+	PROPERTY(MEMPROF_BUS_DEFAULT_CALLSTACK, prop_manager, 0),
+	PROPERTY(MEMPROF_BUS_STATE_DIRECTORY, prop_manager, 0),
+	PROPERTY(MEMPROF_BUS_MAX_PROFILES, prop_manager, 0),
+	PROPERTY(MEMPROF_BUS_CLIENTS, prop_manager, 0),
+	PROPERTY(MEMPROF_BUS_REFUSED_CLIENTS, prop_manager, 0),
+	PROPERTY(MEMPROF_BUS_STATS, prop_stats, 0),
+	PROPERTY(MEMPROF_BUS_MECHANISMS, prop_manager, SD_BUS_VTABLE_PROPERTY_CONST),
 	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_START,
 				SD_BUS_ARGS(MEMPROF_BUS_SIG_PIDS, pids, MEMPROF_BUS_SIG_OPTIONS,
 					    options),
@@ -430,28 +435,28 @@ static int prop_profile(sd_bus *bus, const char *path, const char *iface, const 
 	const struct mp_profile_opts *o = mp_profile__opts(sp->p);
 
 	if (!strcmp(prop, MEMPROF_BUS_ID))
-		return sd_bus_message_append(reply, "u", sp->id);
+		return APPEND(reply, MEMPROF_BUS_ID, sp->id);
 	if (!strcmp(prop, MEMPROF_BUS_STATE))
-		return sd_bus_message_append(reply, "s", svc_state_name(mp_profile__state(sp->p)));
+		return APPEND(reply, MEMPROF_BUS_STATE, svc_state_name(mp_profile__state(sp->p)));
 	if (!strcmp(prop, MEMPROF_BUS_OWNER))
-		return sd_bus_message_append(reply, "u", (uint32_t)sp->owner_uid);
+		return APPEND(reply, MEMPROF_BUS_OWNER, (uint32_t)sp->owner_uid);
 	if (!strcmp(prop, MEMPROF_BUS_RATE))
-		return sd_bus_message_append(reply, "d", o->rate);
+		return APPEND(reply, MEMPROF_BUS_RATE, o->rate);
 	if (!strcmp(prop, MEMPROF_BUS_CALLSTACK_SIZE))
-		return sd_bus_message_append(reply, "u", o->callstack_size);
+		return APPEND(reply, MEMPROF_BUS_CALLSTACK_SIZE, o->callstack_size);
 	if (!strcmp(prop, MEMPROF_BUS_FOLLOW_FORKS))
-		return sd_bus_message_append(reply, "b", !o->no_follow_forks);
+		return APPEND(reply, MEMPROF_BUS_FOLLOW_FORKS, !o->no_follow_forks);
 	if (!strcmp(prop, MEMPROF_BUS_DURATION))
-		return sd_bus_message_append(reply, "t", o->duration_us);
+		return APPEND(reply, MEMPROF_BUS_DURATION, o->duration_us);
 	if (!strcmp(prop, MEMPROF_BUS_FORMAT_VERSION))
-		return sd_bus_message_append(reply, "q",
-					     (uint16_t)(o->format_version ? o->format_version : 2));
+		return APPEND(reply, MEMPROF_BUS_FORMAT_VERSION,
+			      (uint16_t)(o->format_version ? o->format_version : 2));
 	if (!strcmp(prop, MEMPROF_BUS_COMPRESSED))
-		return sd_bus_message_append(reply, "b", o->zstd_level > 0);
+		return APPEND(reply, MEMPROF_BUS_COMPRESSED, o->zstd_level > 0);
 	if (!strcmp(prop, MEMPROF_BUS_DIRECTORY))
-		return sd_bus_message_append(reply, "s", sp->dir);
+		return APPEND(reply, MEMPROF_BUS_DIRECTORY, sp->dir);
 	if (!strcmp(prop, MEMPROF_BUS_START_TIMESTAMP))
-		return sd_bus_message_append(reply, "t", sp->start_realtime_us);
+		return APPEND(reply, MEMPROF_BUS_START_TIMESTAMP, sp->start_realtime_us);
 	return -ENOENT;
 }
 
@@ -494,40 +499,39 @@ static int process_status_item(sd_bus_message *reply, const char *sig,
 
 	r = sd_bus_message_open_container(reply, 'a', "{sv}");
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_PID, "u", (uint32_t)ps->pid);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_PID, (uint32_t)ps->pid);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_COMM, "s", ps->comm);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_COMM, ps->comm);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_EXITED, "b", (int)ps->exited);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EXITED, (int)ps->exited);
 	if (r >= 0 && mode)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_MODE, "s", mode);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_MODE, mode);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_SAMPLED_BLOCKS, "t", ps->samples);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_SAMPLED_BLOCKS, ps->samples);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_SAMPLES, "t", ps->nsamples);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_SAMPLES, ps->nsamples);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_LIVE_SAMPLES, "t", ps->live_nsamples);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_LIVE_SAMPLES, ps->live_nsamples);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_FREED_BLOCKS, "t", ps->frees);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_FREED_BLOCKS, ps->frees);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_DROPS, "t", ps->drops);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_DROPS, ps->drops);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_EST_ALLOC_BYTES, "d",
-				       ps->est_alloc_bytes);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EST_ALLOC_BYTES, ps->est_alloc_bytes);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_EST_LIVE_BYTES, "d", ps->est_live_bytes);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EST_LIVE_BYTES, ps->est_live_bytes);
 	if (r >= 0 && ps->trace_path)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_TRACE, "s", ps->trace_path);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_TRACE, ps->trace_path);
 	if (r >= 0 && ps->detached_reason)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_DETACHED_REASON, "s",
-				       ps->detached_reason);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_DETACHED_REASON,
+				    ps->detached_reason);
 	if (r >= 0 && werr)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_WRITE_ERROR, "s", werr);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_WRITE_ERROR, werr);
 	if (r >= 0 && werr)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_WRITE_ERROR_SINCE, "t", since);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_WRITE_ERROR_SINCE, since);
 	if (r >= 0 && werr)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_LOST_WRITES, "t",
-				       ps->write_errors + ps->stalled);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_LOST_WRITES,
+				    ps->write_errors + ps->stalled);
 	if (r >= 0)
 		r = sd_bus_message_close_container(reply);
 	return r;
@@ -537,7 +541,7 @@ static int prop_process_status(sd_bus *bus, const char *path, const char *iface,
 			       const char *prop, sd_bus_message *reply, void *userdata,
 			       sd_bus_error *error)
 {
-	return append_procs(reply, userdata, MEMPROF_BUS_SIG_PROCESS, process_status_item);
+	return append_procs(reply, userdata, MEMPROF_BUS_PROCESS_STATUS_ENTRY, process_status_item);
 }
 
 /* Processes: the positional form of the same figures (<memprof/bus.h>). */
@@ -553,7 +557,7 @@ static int process_tuple_item(sd_bus_message *reply, const char *sig,
 static int prop_processes(sd_bus *bus, const char *path, const char *iface, const char *prop,
 			  sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
-	return append_procs(reply, userdata, "(" MEMPROF_BUS_SIG_PROCESS_TUPLE ")",
+	return append_procs(reply, userdata, "(" MEMPROF_BUS_PROCESSES_ENTRY ")",
 			    process_tuple_item);
 }
 
@@ -601,7 +605,7 @@ static int profile_add_process(sd_bus_message *m, void *userdata, sd_bus_error *
 			return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 						 "Unknown option '%s' (known: "
 						 MEMPROF_BUS_OPT_OUTPUT ")", key);
-		r = read_opt(m, key, MEMPROF_BUS_SIG_OUTPUT, &out_fd, error);
+		r = read_opt(m, key, MEMPROF_BUS_OPT_OUTPUT_SIG, &out_fd, error);
 		if (r < 0)
 			return r;
 		if (mp_outfile__check_fd(out_fd, err, sizeof(err)) < 0)
@@ -624,27 +628,19 @@ static int profile_add_process(sd_bus_message *m, void *userdata, sd_bus_error *
 
 static const sd_bus_vtable profile_vtable[] = {
 	SD_BUS_VTABLE_START(0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_ID, "u", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY(MEMPROF_BUS_STATE, "s", prop_profile, 0,
-			SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-	SD_BUS_PROPERTY(MEMPROF_BUS_OWNER, "u", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY(MEMPROF_BUS_RATE, "d", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY(MEMPROF_BUS_CALLSTACK_SIZE, "u", prop_profile, 0,
-			SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY(MEMPROF_BUS_FOLLOW_FORKS, "b", prop_profile, 0,
-			SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY(MEMPROF_BUS_DURATION, "t", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY(MEMPROF_BUS_FORMAT_VERSION, "q", prop_profile, 0,
-			SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY(MEMPROF_BUS_COMPRESSED, "b", prop_profile, 0,
-			SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY(MEMPROF_BUS_DIRECTORY, "s", prop_profile, 0,
-			SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY(MEMPROF_BUS_START_TIMESTAMP, "t", prop_profile, 0,
-			SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY(MEMPROF_BUS_PROCESS_STATUS, MEMPROF_BUS_SIG_PROCESS_STATUS,
-			prop_process_status, 0, 0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_PROCESSES, MEMPROF_BUS_SIG_PROCESSES, prop_processes, 0, 0),
+	PROPERTY(MEMPROF_BUS_ID, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_STATE, prop_profile, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+	PROPERTY(MEMPROF_BUS_OWNER, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_RATE, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_CALLSTACK_SIZE, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_FOLLOW_FORKS, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_DURATION, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_FORMAT_VERSION, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_COMPRESSED, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_DIRECTORY, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_START_TIMESTAMP, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_PROCESS_STATUS, prop_process_status, 0),
+	PROPERTY(MEMPROF_BUS_PROCESSES, prop_processes, 0),
 	SD_BUS_METHOD(MEMPROF_BUS_STOP, "", "", profile_stop, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD(MEMPROF_BUS_DISCARD, "", "", profile_discard, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_ADD_PROCESS,

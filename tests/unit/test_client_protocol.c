@@ -36,37 +36,37 @@ static int prop(sd_bus *bus, const char *path, const char *iface, const char *na
 	if (!strcmp(name, "FutureProperty"))
 		return sd_bus_message_append(reply, "a(ss)", 1, "x", "y");
 	/* ProcessStatus: the first process with every kind of key, the second with a pid only */
-	r = sd_bus_message_open_container(reply, 'a', MEMPROF_BUS_SIG_PROCESS);
+	r = sd_bus_message_open_container(reply, 'a', MEMPROF_BUS_PROCESS_STATUS_ENTRY);
 	if (r >= 0)
 		r = sd_bus_message_open_container(reply, 'a', "{sv}");
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_SAMPLES, "t", (uint64_t)9);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_SAMPLES, (uint64_t)9);
 	if (r >= 0)
 		r = mp_bus_dict_append(reply, "future_list", "as", 2, "a", "b");
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_PID, "u", (uint32_t)4242);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_PID, (uint32_t)4242);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_COMM, "s", "app");
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_COMM, "app");
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_EXITED, "b", 1);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EXITED, 1);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_SAMPLED_BLOCKS, "t", (uint64_t)5);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_SAMPLED_BLOCKS, (uint64_t)5);
 	if (r >= 0)
 		r = mp_bus_dict_append(reply, "future_count", "t", (uint64_t)77);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_FREED_BLOCKS, "t", (uint64_t)2);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_FREED_BLOCKS, (uint64_t)2);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_EST_ALLOC_BYTES, "d", 1234.5);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EST_ALLOC_BYTES, 1234.5);
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_WRITE_ERROR, "s", "ENOSPC");
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_WRITE_ERROR, "ENOSPC");
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_LOST_WRITES, "t", (uint64_t)3);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_LOST_WRITES, (uint64_t)3);
 	if (r >= 0)
 		r = sd_bus_message_close_container(reply);
 	if (r >= 0)
 		r = sd_bus_message_open_container(reply, 'a', "{sv}");
 	if (r >= 0)
-		r = mp_bus_dict_append(reply, MEMPROF_PROC_PID, "u", (uint32_t)4243);
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_PID, (uint32_t)4243);
 	if (r >= 0)
 		r = sd_bus_message_close_container(reply);
 	if (r >= 0)
@@ -76,11 +76,11 @@ static int prop(sd_bus *bus, const char *path, const char *iface, const char *na
 
 static const sd_bus_vtable profile_vtable[] = {
 	SD_BUS_VTABLE_START(0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_STATE, "s", prop, 0, 0),
+	SD_BUS_PROPERTY(MEMPROF_BUS_STATE, MEMPROF_BUS_STATE_SIG, prop, 0, 0),
 	SD_BUS_PROPERTY("FutureProperty", "a(ss)", prop, 0, 0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_DIRECTORY, "s", prop, 0, 0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_PROCESS_STATUS, MEMPROF_BUS_SIG_PROCESS_STATUS, prop, 0, 0),
-	SD_BUS_PROPERTY(MEMPROF_BUS_RATE, "d", prop, 0, 0),
+	SD_BUS_PROPERTY(MEMPROF_BUS_DIRECTORY, MEMPROF_BUS_DIRECTORY_SIG, prop, 0, 0),
+	SD_BUS_PROPERTY(MEMPROF_BUS_PROCESS_STATUS, MEMPROF_BUS_PROCESS_STATUS_SIG, prop, 0, 0),
+	SD_BUS_PROPERTY(MEMPROF_BUS_RATE, MEMPROF_BUS_RATE_SIG, prop, 0, 0),
 	SD_BUS_VTABLE_END
 };
 

@@ -14,5 +14,7 @@
  * that follows, to the a{sv} open in @m. Returns 0 or -errno.
  */
 int mp_bus_dict_append(sd_bus_message *m, const char *key, const char *type, ...);
+/* The same for a key of <memprof/bus.h>, of its signature KEY_SIG. */
+#define MP_BUS_DICT_PUT(m, key, ...) mp_bus_dict_append(m, key, key##_SIG, __VA_ARGS__)
 
 #endif

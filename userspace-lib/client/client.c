@@ -188,9 +188,10 @@ int memprof_client__start(struct memprof_client *c, const pid_t *pids, size_t n,
 	if (r >= 0 && unwind)
 		r = mp_bus_dict_append(m, "unwind", "s", unwind);
 	if (r >= 0 && stack_copy)
-		r = mp_bus_dict_append(m, "stack_copy_size", "u", (uint32_t)(stack_copy < 0 ? 0 : stack_copy));
+		r = mp_bus_dict_append(m, "stack_copy_size", "u",
+				       (uint32_t)(stack_copy < 0 ? 0 : stack_copy));
 	if (r >= 0 && out_fd >= 0)
-		r = mp_bus_dict_append(m, MEMPROF_BUS_OPT_OUTPUT, MEMPROF_BUS_SIG_OUTPUT, out_fd);
+		r = MP_BUS_DICT_PUT(m, MEMPROF_BUS_OPT_OUTPUT, out_fd);
 	if (r >= 0)
 		r = sd_bus_message_close_container(m);
 	free(p32);
@@ -257,7 +258,7 @@ int memprof_client__add_process(struct memprof_client *c, uint32_t id, pid_t pid
 	if (r >= 0)
 		r = sd_bus_message_open_container(m, 'a', "{sv}");
 	if (r >= 0 && out_fd >= 0)
-		r = mp_bus_dict_append(m, MEMPROF_BUS_OPT_OUTPUT, MEMPROF_BUS_SIG_OUTPUT, out_fd);
+		r = MP_BUS_DICT_PUT(m, MEMPROF_BUS_OPT_OUTPUT, out_fd);
 	if (r >= 0)
 		r = sd_bus_message_close_container(m);
 	if (r < 0) {
@@ -307,7 +308,8 @@ struct field {
 	int (*read)(sd_bus_message *m, void *base);
 };
 
-#define FIELD(st, key, type, member) { key, type, offsetof(st, member), NULL }
+/* The field @member of struct @st holding @key, of the one-letter signature key##_SIG. */
+#define FIELD(st, key, member) { key, key##_SIG[0], offsetof(struct st, member), NULL }
 
 /* Read the variant of @f into the struct at @base. */
 static int read_field(sd_bus_message *m, const struct field *f, void *base)
@@ -374,25 +376,23 @@ static void *grow(void *v, size_t *n, size_t *cap, size_t size)
 	return a + (*n)++ * size;
 }
 
-#define PROC(key, type, member) FIELD(struct memprof_client_process, key, type, member)
-
 static const struct field process_fields[] = {
-	PROC(MEMPROF_PROC_PID, 'u', pid),
-	PROC(MEMPROF_PROC_COMM, 's', comm),
-	PROC(MEMPROF_PROC_EXITED, 'b', exited),
-	PROC(MEMPROF_PROC_MODE, 's', mode),
-	PROC(MEMPROF_PROC_SAMPLED_BLOCKS, 't', samples),
-	PROC(MEMPROF_PROC_SAMPLES, 't', nsamples),
-	PROC(MEMPROF_PROC_LIVE_SAMPLES, 't', live_nsamples),
-	PROC(MEMPROF_PROC_FREED_BLOCKS, 't', frees),
-	PROC(MEMPROF_PROC_DROPS, 't', drops),
-	PROC(MEMPROF_PROC_EST_ALLOC_BYTES, 'd', est_alloc_bytes),
-	PROC(MEMPROF_PROC_EST_LIVE_BYTES, 'd', est_live_bytes),
-	PROC(MEMPROF_PROC_TRACE, 's', trace),
-	PROC(MEMPROF_PROC_DETACHED_REASON, 's', detached_reason),
-	PROC(MEMPROF_PROC_WRITE_ERROR, 's', write_error),
-	PROC(MEMPROF_PROC_WRITE_ERROR_SINCE, 't', write_error_since_us),
-	PROC(MEMPROF_PROC_LOST_WRITES, 't', lost_writes),
+	FIELD(memprof_client_process, MEMPROF_PROC_PID, pid),
+	FIELD(memprof_client_process, MEMPROF_PROC_COMM, comm),
+	FIELD(memprof_client_process, MEMPROF_PROC_EXITED, exited),
+	FIELD(memprof_client_process, MEMPROF_PROC_MODE, mode),
+	FIELD(memprof_client_process, MEMPROF_PROC_SAMPLED_BLOCKS, samples),
+	FIELD(memprof_client_process, MEMPROF_PROC_SAMPLES, nsamples),
+	FIELD(memprof_client_process, MEMPROF_PROC_LIVE_SAMPLES, live_nsamples),
+	FIELD(memprof_client_process, MEMPROF_PROC_FREED_BLOCKS, frees),
+	FIELD(memprof_client_process, MEMPROF_PROC_DROPS, drops),
+	FIELD(memprof_client_process, MEMPROF_PROC_EST_ALLOC_BYTES, est_alloc_bytes),
+	FIELD(memprof_client_process, MEMPROF_PROC_EST_LIVE_BYTES, est_live_bytes),
+	FIELD(memprof_client_process, MEMPROF_PROC_TRACE, trace),
+	FIELD(memprof_client_process, MEMPROF_PROC_DETACHED_REASON, detached_reason),
+	FIELD(memprof_client_process, MEMPROF_PROC_WRITE_ERROR, write_error),
+	FIELD(memprof_client_process, MEMPROF_PROC_WRITE_ERROR_SINCE, write_error_since_us),
+	FIELD(memprof_client_process, MEMPROF_PROC_LOST_WRITES, lost_writes),
 };
 
 #define NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
@@ -404,9 +404,9 @@ static int read_processes(sd_bus_message *m, void *base)
 	size_t cap = 0;
 	int r;
 
-	r = sd_bus_message_enter_container(m, 'v', MEMPROF_BUS_SIG_PROCESS_STATUS);
+	r = sd_bus_message_enter_container(m, 'v', MEMPROF_BUS_PROCESS_STATUS_SIG);
 	if (r >= 0)
-		r = sd_bus_message_enter_container(m, 'a', MEMPROF_BUS_SIG_PROCESS);
+		r = sd_bus_message_enter_container(m, 'a', MEMPROF_BUS_PROCESS_STATUS_ENTRY);
 	while (r >= 0 && (r = sd_bus_message_at_end(m, false)) == 0) {
 		struct memprof_client_process *c = grow(&p->procs, &p->nprocs, &cap, sizeof(*c));
 
@@ -444,20 +444,18 @@ void memprof_client_profile__free(struct memprof_client_profile *p)
 	free(p);
 }
 
-#define PROF(key, type, member) FIELD(struct memprof_client_profile, key, type, member)
-
 static const struct field profile_fields[] = {
-	PROF(MEMPROF_BUS_ID, 'u', id),
-	PROF(MEMPROF_BUS_STATE, 's', state_name),
-	PROF(MEMPROF_BUS_DIRECTORY, 's', directory),
-	PROF(MEMPROF_BUS_OWNER, 'u', owner_uid),
-	PROF(MEMPROF_BUS_RATE, 'd', rate),
-	PROF(MEMPROF_BUS_CALLSTACK_SIZE, 'u', callstack_size),
-	PROF(MEMPROF_BUS_FOLLOW_FORKS, 'b', follow_forks),
-	PROF(MEMPROF_BUS_DURATION, 't', duration_us),
-	PROF(MEMPROF_BUS_FORMAT_VERSION, 'q', format_version),
-	PROF(MEMPROF_BUS_COMPRESSED, 'b', compressed),
-	PROF(MEMPROF_BUS_START_TIMESTAMP, 't', start_us),
+	FIELD(memprof_client_profile, MEMPROF_BUS_ID, id),
+	FIELD(memprof_client_profile, MEMPROF_BUS_STATE, state_name),
+	FIELD(memprof_client_profile, MEMPROF_BUS_DIRECTORY, directory),
+	FIELD(memprof_client_profile, MEMPROF_BUS_OWNER, owner_uid),
+	FIELD(memprof_client_profile, MEMPROF_BUS_RATE, rate),
+	FIELD(memprof_client_profile, MEMPROF_BUS_CALLSTACK_SIZE, callstack_size),
+	FIELD(memprof_client_profile, MEMPROF_BUS_FOLLOW_FORKS, follow_forks),
+	FIELD(memprof_client_profile, MEMPROF_BUS_DURATION, duration_us),
+	FIELD(memprof_client_profile, MEMPROF_BUS_FORMAT_VERSION, format_version),
+	FIELD(memprof_client_profile, MEMPROF_BUS_COMPRESSED, compressed),
+	FIELD(memprof_client_profile, MEMPROF_BUS_START_TIMESTAMP, start_us),
 	{ MEMPROF_BUS_PROCESS_STATUS, 0, 0, read_processes },
 };
 
@@ -521,7 +519,7 @@ void memprof_client_list__free(struct memprof_client_entry *v, size_t n)
 	free(v);
 }
 
-/* One entry of ListProfiles (MEMPROF_BUS_SIG_PROFILE_ENTRY). */
+/* One entry of ListProfiles (MEMPROF_BUS_PROFILE_LIST_ENTRY). */
 static int read_entry(sd_bus_message *m, struct memprof_client_entry *e)
 {
 	const char *state, *path;
@@ -567,9 +565,9 @@ int memprof_client__list(struct memprof_client *c, struct memprof_client_entry *
 		sd_bus_error_free(&error);
 		return r;
 	}
-	r = sd_bus_message_enter_container(reply, 'a', "(" MEMPROF_BUS_SIG_PROFILE_ENTRY ")");
+	r = sd_bus_message_enter_container(reply, 'a', "(" MEMPROF_BUS_PROFILE_LIST_ENTRY ")");
 	while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'r',
-							     MEMPROF_BUS_SIG_PROFILE_ENTRY)) > 0) {
+							     MEMPROF_BUS_PROFILE_LIST_ENTRY)) > 0) {
 		struct memprof_client_entry *e = grow(&v, &cnt, &cap, sizeof(*e));
 
 		r = e ? read_entry(reply, e) : -ENOMEM;
@@ -613,10 +611,10 @@ static int read_stats(sd_bus_message *m, void *base)
 	d->stat_values = calloc(MAX_STATS, sizeof(*d->stat_values));
 	if (!d->stat_names || !d->stat_values)
 		return -ENOMEM;
-	r = sd_bus_message_enter_container(m, 'v', MEMPROF_BUS_SIG_STATS);
+	r = sd_bus_message_enter_container(m, 'v', MEMPROF_BUS_STATS_SIG);
 	if (r >= 0)
-		r = sd_bus_message_enter_container(m, 'a', "(" MEMPROF_BUS_SIG_STAT_ENTRY ")");
-	while (r >= 0 && (r = sd_bus_message_read(m, "(" MEMPROF_BUS_SIG_STAT_ENTRY ")", &name,
+		r = sd_bus_message_enter_container(m, 'a', "(" MEMPROF_BUS_STATS_ENTRY ")");
+	while (r >= 0 && (r = sd_bus_message_read(m, "(" MEMPROF_BUS_STATS_ENTRY ")", &name,
 						  &v)) > 0) {
 		if (d->nstats >= MAX_STATS)
 			continue;
@@ -632,17 +630,15 @@ static int read_stats(sd_bus_message *m, void *base)
 	return r;
 }
 
-#define DAEMON(key, type, member) FIELD(struct memprof_client_daemon, key, type, member)
-
 static const struct field daemon_fields[] = {
-	DAEMON(MEMPROF_BUS_VERSION, 's', version),
-	DAEMON(MEMPROF_BUS_STATE_DIRECTORY, 's', state_dir),
-	DAEMON(MEMPROF_BUS_MECHANISMS, 's', mechanisms),
-	DAEMON(MEMPROF_BUS_DEFAULT_RATE, 'd', default_rate),
-	DAEMON(MEMPROF_BUS_DEFAULT_CALLSTACK, 'u', default_callstack_size),
-	DAEMON(MEMPROF_BUS_MAX_PROFILES, 'u', max_profiles),
-	DAEMON(MEMPROF_BUS_CLIENTS, 'u', clients),
-	DAEMON(MEMPROF_BUS_REFUSED_CLIENTS, 't', refused_clients),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_VERSION, version),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_STATE_DIRECTORY, state_dir),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_MECHANISMS, mechanisms),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_DEFAULT_RATE, default_rate),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_DEFAULT_CALLSTACK, default_callstack_size),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_MAX_PROFILES, max_profiles),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_CLIENTS, clients),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_REFUSED_CLIENTS, refused_clients),
 	{ MEMPROF_BUS_STATS, 0, 0, read_stats },
 };
 
