@@ -297,12 +297,12 @@ static int method_list(sd_bus_message *m, void *userdata, sd_bus_error *error)
 	return r;
 }
 
-typedef int (*profile_op_fn)(struct memprofd *d, struct svc_profile *sp, char *err,
-			     size_t err_len);
-
+/* Stop or Discard (the member of @m) profile @sp, @id (NULL: there is no such profile). */
 static int profile_op(struct mp_bus_server *s, sd_bus_message *m, struct svc_profile *sp,
-		      uint32_t id, profile_op_fn op, const char *what, sd_bus_error *error)
+		      uint32_t id, sd_bus_error *error)
 {
+	bool discard = sd_bus_message_is_method_call(m, NULL, MEMPROF_BUS_DISCARD) > 0;
+	const char *what = discard ? "discard" : "stop";
 	struct caller c;
 	char err[512];
 	int r;
@@ -318,16 +318,18 @@ static int profile_op(struct mp_bus_server *s, sd_bus_message *m, struct svc_pro
 					 "Permission denied: profile %" PRIu32 " belongs to uid %u; "
 					 "uid %u may not %s it", sp->id, (unsigned int)sp->owner_uid,
 					 (unsigned int)c.uid, what);
-	r = op(s->d, sp, err, sizeof(err));
+	r = discard ? svc_profile__discard(s->d, sp, err, sizeof(err)) :
+		      svc_profile__stop(s->d, sp, err, sizeof(err));
 	if (r < 0)
 		return set_error(error, r, true, err);
 	/* a discard is answered once its trace files are written (bounded) */
-	if (op == svc_profile__discard && svc_profile__defer_reply(s->d, sp, m) > 0)
+	if (discard && svc_profile__defer_reply(s->d, sp, m) > 0)
 		return 1;
 	return sd_bus_reply_method_return(m, "");
 }
 
-static int manager_stop(sd_bus_message *m, void *userdata, sd_bus_error *error)
+/* Manager1.Stop(u id), Manager1.Discard(u id) */
+static int manager_profile_op(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	struct mp_bus_server *s = userdata;
 	uint32_t id;
@@ -335,19 +337,7 @@ static int manager_stop(sd_bus_message *m, void *userdata, sd_bus_error *error)
 
 	if (r < 0)
 		return r;
-	return profile_op(s, m, svc_profile__find(s->d, id), id, svc_profile__stop, "stop", error);
-}
-
-static int manager_discard(sd_bus_message *m, void *userdata, sd_bus_error *error)
-{
-	struct mp_bus_server *s = userdata;
-	uint32_t id;
-	int r = sd_bus_message_read(m, MEMPROF_BUS_SIG_ID, &id);
-
-	if (r < 0)
-		return r;
-	return profile_op(s, m, svc_profile__find(s->d, id), id, svc_profile__discard, "discard",
-			  error);
+	return profile_op(s, m, svc_profile__find(s->d, id), id, error);
 }
 
 static int prop_version(sd_bus *bus, const char *path, const char *iface, const char *prop,
@@ -420,9 +410,9 @@ static const sd_bus_vtable manager_vtable[] = {
 				SD_BUS_RESULT(MEMPROF_BUS_SIG_PROFILE_LIST, profiles), method_list,
 				SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_STOP, SD_BUS_ARGS(MEMPROF_BUS_SIG_ID, id),
-				SD_BUS_NO_RESULT, manager_stop, SD_BUS_VTABLE_UNPRIVILEGED),
+				SD_BUS_NO_RESULT, manager_profile_op, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_DISCARD, SD_BUS_ARGS(MEMPROF_BUS_SIG_ID, id),
-				SD_BUS_NO_RESULT, manager_discard, SD_BUS_VTABLE_UNPRIVILEGED),
+				SD_BUS_NO_RESULT, manager_profile_op, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_VTABLE_END
 };
 
@@ -561,18 +551,12 @@ static int prop_processes(sd_bus *bus, const char *path, const char *iface, cons
 			    process_tuple_item);
 }
 
-static int profile_stop(sd_bus_message *m, void *userdata, sd_bus_error *error)
+/* Profile1.Stop(), Profile1.Discard() */
+static int profile_method_op(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	struct svc_profile *sp = userdata;
 
-	return profile_op(sp->d->bus, m, sp, sp->id, svc_profile__stop, "stop", error);
-}
-
-static int profile_discard(sd_bus_message *m, void *userdata, sd_bus_error *error)
-{
-	struct svc_profile *sp = userdata;
-
-	return profile_op(sp->d->bus, m, sp, sp->id, svc_profile__discard, "discard", error);
+	return profile_op(sp->d->bus, m, sp, sp->id, error);
 }
 
 /* AddProcess(u pid, a{sv} options) -> (b followed); options: "output" (h). */
@@ -641,8 +625,8 @@ static const sd_bus_vtable profile_vtable[] = {
 	PROPERTY(MEMPROF_BUS_START_TIMESTAMP, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
 	PROPERTY(MEMPROF_BUS_PROCESS_STATUS, prop_process_status, 0),
 	PROPERTY(MEMPROF_BUS_PROCESSES, prop_processes, 0),
-	SD_BUS_METHOD(MEMPROF_BUS_STOP, "", "", profile_stop, SD_BUS_VTABLE_UNPRIVILEGED),
-	SD_BUS_METHOD(MEMPROF_BUS_DISCARD, "", "", profile_discard, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD(MEMPROF_BUS_STOP, "", "", profile_method_op, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD(MEMPROF_BUS_DISCARD, "", "", profile_method_op, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_ADD_PROCESS,
 				SD_BUS_ARGS(MEMPROF_BUS_SIG_PID, pid, MEMPROF_BUS_SIG_OPTIONS,
 					    options),

@@ -63,6 +63,33 @@ static int bus_err(struct memprof_client *c, int r, const char *what, const sd_b
 	return set_err(c, r, "%s: %s", what, strerror(-r));
 }
 
+/*
+ * Send method call @m, built with the result @r (< 0: building it failed), and wait for its
+ * reply in *@reply (the caller unrefs it). @m is freed. On failure (-errno), c's message is
+ * the daemon's, or says that @what failed.
+ */
+static int call(struct memprof_client *c, sd_bus_message *m, int r, const char *what,
+		sd_bus_message **reply)
+{
+	sd_bus_error error = SD_BUS_ERROR_NULL;
+
+	*reply = NULL;
+	if (r < 0) {
+		sd_bus_message_unref(m);
+		return set_err(c, r, "Failed to build the request to %s: %s", what, strerror(-r));
+	}
+	r = sd_bus_call(c->bus, m, 0, &error, reply);
+	sd_bus_message_unref(m);
+	if (r < 0) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "Failed to %s", what);
+		bus_err(c, r, msg, &error);
+	}
+	sd_bus_error_free(&error);
+	return r;
+}
+
 /* D-Bus address values escape every byte outside [-0-9A-Za-z_/.\*] as %XX. */
 static int escape_address(const char *path, char *out, size_t len)
 {
@@ -149,7 +176,6 @@ int memprof_client__start(struct memprof_client *c, const pid_t *pids, size_t n,
 			  const struct memprof_client_start_opts *opts, int out_fd, uint32_t *id)
 {
 	static const struct memprof_client_start_opts none = { .sz = sizeof(none) };
-	sd_bus_error error = SD_BUS_ERROR_NULL;
 	sd_bus_message *m = NULL, *reply = NULL;
 	const struct memprof_client_start_opts *o = opts ? opts : &none;
 	const char *path, *unwind = OPT(o, unwind);
@@ -195,19 +221,14 @@ int memprof_client__start(struct memprof_client *c, const pid_t *pids, size_t n,
 	if (r >= 0)
 		r = sd_bus_message_close_container(m);
 	free(p32);
-	if (r < 0) {
-		sd_bus_message_unref(m);
-		return set_err(c, r, "Failed to build the Start request: %s", strerror(-r));
-	}
-	r = sd_bus_call(c->bus, m, 0, &error, &reply);
-	sd_bus_message_unref(m);
-	if (r >= 0)
-		r = sd_bus_message_read(reply, MEMPROF_BUS_SIG_PATH, &path);
+	r = call(c, m, r, "start profiling", &reply);
+	if (r < 0)
+		return r;
+	r = sd_bus_message_read(reply, MEMPROF_BUS_SIG_PATH, &path);
 	if (r >= 0 && sscanf(path, MEMPROF_BUS_PROFILE_PREFIX "/%" SCNu32, id) != 1)
 		r = -EBADMSG;
 	if (r < 0)
-		bus_err(c, r, "Failed to start profiling", &error);
-	sd_bus_error_free(&error);
+		set_err(c, r, "Failed to read the reply to Start: %s", strerror(-r));
 	sd_bus_message_unref(reply);
 	return r < 0 ? r : 0;
 }
@@ -244,7 +265,6 @@ static void profile_path(uint32_t id, char *path, size_t len)
 
 int memprof_client__add_process(struct memprof_client *c, uint32_t id, pid_t pid, int out_fd)
 {
-	sd_bus_error error = SD_BUS_ERROR_NULL;
 	sd_bus_message *m = NULL, *reply = NULL;
 	char path[128];
 	int r, followed = 0;
@@ -261,17 +281,12 @@ int memprof_client__add_process(struct memprof_client *c, uint32_t id, pid_t pid
 		r = MP_BUS_DICT_PUT(m, MEMPROF_BUS_OPT_OUTPUT, out_fd);
 	if (r >= 0)
 		r = sd_bus_message_close_container(m);
-	if (r < 0) {
-		sd_bus_message_unref(m);
-		return set_err(c, r, "Failed to build the AddProcess request: %s", strerror(-r));
-	}
-	r = sd_bus_call(c->bus, m, 0, &error, &reply);
-	sd_bus_message_unref(m);
-	if (r >= 0)
-		r = sd_bus_message_read(reply, MEMPROF_BUS_SIG_FOLLOWED, &followed);
+	r = call(c, m, r, "add the process", &reply);
 	if (r < 0)
-		bus_err(c, r, "Failed to add the process", &error);
-	sd_bus_error_free(&error);
+		return r;
+	r = sd_bus_message_read(reply, MEMPROF_BUS_SIG_FOLLOWED, &followed);
+	if (r < 0)
+		set_err(c, r, "Failed to read the reply to AddProcess: %s", strerror(-r));
 	sd_bus_message_unref(reply);
 	return r < 0 ? r : !!followed;
 }
