@@ -209,7 +209,7 @@ int cmd_attach(int argc, char **argv)
 			goto out;
 		}
 	}
-	r = memprof_client__start_ex(cl, pids, npids, &o, out.fd, &id);
+	r = memprof_client__start(cl, pids, npids, &o, out.fd, &id);
 	if (r < 0) {
 		ctl_fail_client("attach", cl, r);
 		goto out;

@@ -129,15 +129,6 @@ static const char *describe_errno(const char *name)
 	return "unknown error";
 }
 
-static const struct memprof_client_write_error *
-write_error_of(const struct memprof_client_profile *p, pid_t pid)
-{
-	for (size_t i = 0; i < p->nwrite_errors; i++)
-		if (p->write_errors[i].pid == pid)
-			return &p->write_errors[i];
-	return NULL;
-}
-
 void ctl_print_profile(const struct memprof_client_profile *p)
 {
 	if (ctl.json) {
@@ -158,7 +149,6 @@ void ctl_print_profile(const struct memprof_client_profile *p)
 		json_object_object_add(o, "directory", json_object_new_string(p->directory));
 		for (size_t i = 0; i < p->nprocs; i++) {
 			const struct memprof_client_process *c = &p->procs[i];
-			const struct memprof_client_write_error *we;
 			struct json_object *j = json_object_new_object();
 
 			json_object_object_add(j, "pid", json_object_new_int64(c->pid));
@@ -186,13 +176,13 @@ void ctl_print_profile(const struct memprof_client_profile *p)
 			json_object_object_add(j, "drops", json_object_new_uint64(c->drops));
 			json_object_object_add(j, "detached_reason", c->detached_reason ?
 					       json_object_new_string(c->detached_reason) : NULL);
-			we = write_error_of(p, c->pid);
-			json_object_object_add(j, "write_error", we ?
-					       json_object_new_string(we->error) : NULL);
-			json_object_object_add(j, "write_error_since_us", we ?
-					       json_object_new_uint64(we->since_us) : NULL);
+			json_object_object_add(j, "write_error", c->write_error ?
+					       json_object_new_string(c->write_error) : NULL);
+			json_object_object_add(j, "write_error_since_us", c->write_error ?
+					       json_object_new_uint64(c->write_error_since_us) :
+					       NULL);
 			json_object_object_add(j, "lost_writes",
-					       json_object_new_uint64(we ? we->lost : 0));
+					       json_object_new_uint64(c->lost_writes));
 			json_object_object_add(j, "trace", c->trace[0] ?
 					       json_object_new_string(c->trace) : NULL);
 			json_object_array_add(a, j);
@@ -215,7 +205,6 @@ void ctl_print_profile(const struct memprof_client_profile *p)
 	       "MODE", "SAMPLES", "FREES", "ALLOCATED", "LIVE", "DROPS", "TRACE");
 	for (size_t i = 0; i < p->nprocs; i++) {
 		const struct memprof_client_process *c = &p->procs[i];
-		const struct memprof_client_write_error *we;
 		char alloc[32], live[32], se[32], a[72], l[72];
 
 		/* Estimates with their standard error (the binomial sampling's). */
@@ -233,23 +222,22 @@ void ctl_print_profile(const struct memprof_client_profile *p)
 		if (c->detached_reason)
 			printf("  %-8" PRIu32 " DETACHED: %s; its trace ends there\n", (uint32_t)c->pid,
 			       c->detached_reason);
-		we = write_error_of(p, c->pid);
-		if (we) {
-			time_t sec = (time_t)(we->since_us / 1000000);
+		if (c->write_error) {
+			time_t sec = (time_t)(c->write_error_since_us / 1000000);
 			char when[64];
 			struct tm tm;
 
 			localtime_r(&sec, &tm);
 			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-			if (strcmp(we->error, "stalled"))
+			if (strcmp(c->write_error, "stalled"))
 				printf("  %-8" PRIu32 " WRITE ERROR: %s (%s) since %s: %" PRIu64
 				       " events not written; the trace ends there\n",
-				       (uint32_t)c->pid, we->error, describe_errno(we->error), when,
-				       we->lost);
+				       (uint32_t)c->pid, c->write_error,
+				       describe_errno(c->write_error), when, c->lost_writes);
 			else
 				printf("  %-8" PRIu32 " OUTPUT STALLED since %s: %" PRIu64
 				       " events not written (the file did not keep up)\n",
-				       (uint32_t)c->pid, when, we->lost);
+				       (uint32_t)c->pid, when, c->lost_writes);
 		}
 	}
 }

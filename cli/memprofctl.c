@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <memprof/bus.h>
+
 #include "cli/commands.h"
 
 struct ctl_globals ctl;
@@ -76,7 +78,7 @@ int main(int argc, char **argv)
 
 	ctl.socket = getenv("MEMPROFD_SOCKET");
 	if (!ctl.socket)
-		ctl.socket = "/run/memprofd/bus";
+		ctl.socket = MEMPROF_BUS_SOCKET;
 	/* getopt's one error line starts with argv[0]: "memprofctl: unrecognized option..." */
 	argv[0] = "memprofctl";
 

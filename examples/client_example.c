@@ -42,14 +42,17 @@ int main(int argc, char **argv)
 				"status|stop|discard ID\n");
 		return 2;
 	}
-	c = memprof_client__open(sock);
-	if (!c) {
+	r = memprof_client__connect(sock, &c);
+	if (r < 0) {
 		fprintf(stderr, "Failed to connect to memprofd at '%s': %s\n",
-			sock ? sock : MEMPROF_CLIENT_DEFAULT_SOCKET, strerror(errno));
+			sock ? sock : MEMPROF_BUS_SOCKET, strerror(-r));
 		return 1;
 	}
 	if (!strcmp(argv[1], "start") && argc >= 4) {
-		struct memprof_client_opts o = { .rate = argc > 4 ? strtod(argv[4], NULL) : 0 };
+		struct memprof_client_start_opts o = {
+			.sz = sizeof(o),
+			.rate = argc > 4 ? strtod(argv[4], NULL) : 0,
+		};
 		pid_t pid = (pid_t)atoi(argv[2]);
 		int fd = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 
@@ -72,22 +75,23 @@ int main(int argc, char **argv)
 			if ((r = memprof_client__discard(c, id)) < 0)
 				rc = fail(c, "discard", r);
 		} else if (!strcmp(argv[1], "status")) {
-			struct memprof_client_status st;
+			struct memprof_client_profile *p;
 
-			if ((r = memprof_client__status(c, id, &st)) < 0) {
+			if ((r = memprof_client__profile(c, id, &p)) < 0) {
 				rc = fail(c, "status", r);
 			} else {
-				printf("state %s rate %g processes %zu\n", st.state_name, st.rate,
-				       st.nprocs);
-				for (size_t i = 0; i < st.nprocs; i++)
+				printf("state %s rate %g processes %zu\n", p->state_name, p->rate,
+				       p->nprocs);
+				for (size_t i = 0; i < p->nprocs; i++) {
+					const struct memprof_client_process *pr = &p->procs[i];
+
 					printf("process %d %s mode %s samples %" PRIu64 " frees %" PRIu64
 					       " live %" PRIu64 " drops %" PRIu64 " est_bytes %.0f\n",
-					       (int)st.procs[i].pid, st.procs[i].comm,
-					       st.procs[i].mode[0] ? st.procs[i].mode : "-",
-					       st.procs[i].samples, st.procs[i].frees,
-					       st.procs[i].live_nsamples, st.procs[i].drops,
-					       st.procs[i].est_alloc_bytes);
-				memprof_client_status__done(&st);
+					       (int)pr->pid, pr->comm, pr->mode ? pr->mode : "-",
+					       pr->samples, pr->frees, pr->live_nsamples, pr->drops,
+					       pr->est_alloc_bytes);
+				}
+				memprof_client_profile__free(p);
 			}
 		} else {
 			fprintf(stderr, "Unknown command '%s'\n", argv[1]);

@@ -68,6 +68,14 @@ $(B)/tests/unit/test_outfile: $(B)/tests/unit/test_outfile.o $(B)/lib/libmemprof
 
 UNIT_TESTS += $(B)/tests/unit/test_outfile
 
+# The client reads memprofd's protocol by name (a peer of its own serves it).
+$(B)/tests/unit/test_client_protocol: $(B)/tests/unit/test_client_protocol.o \
+		$(B)/lib/libmemprof.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(B)/lib/libmemprof.a $(LIB_LIBS)
+
+UNIT_TESTS += $(B)/tests/unit/test_client_protocol
+
 # libFuzzer target: built with clang from the sources, independent of $(CC) and SAN.
 FUZZ_CFLAGS	:= -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
 		   -fno-sanitize-recover=undefined -D_GNU_SOURCE -I userspace-lib/include -I .

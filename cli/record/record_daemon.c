@@ -180,7 +180,7 @@ int record_daemon__start(struct record_daemon *rd, const struct mp_profile_opts 
 		fprintf(stderr, PFX "Failed to create trace '%s': %s\n", o->out_path, strerror(-r));
 		return r;
 	}
-	r = memprof_client__start_ex(rd->c, &pid, 1, &so, out.fd, &rd->id);
+	r = memprof_client__start(rd->c, &pid, 1, &so, out.fd, &rd->id);
 	if (r < 0) {
 		rd->id = 0;
 		mp_outfile__abort(&out);	/* what was there stays */

@@ -1,7 +1,8 @@
-# memprofd, the service (daemon/service/memprofd.c, svc_profile.c, bus.c), its systemd units, its man
-# pages, and the memprofctl commands that talk to it. Included from daemon/build.mk. Links
-# the engine through ENGINE_OBJS / ENGINE_LIBS (daemon/build.mk).
-SVC_OBJS	:= $(B)/daemon/service/memprofd.o $(B)/daemon/service/svc_profile.o $(B)/daemon/service/bus.o
+# memprofd, the service (daemon/service/memprofd.c, svc_profile.c, bus.c, bus_server.c), its
+# systemd units, its man pages, and the memprofctl commands that talk to it. Included from
+# daemon/build.mk. Links the engine through ENGINE_OBJS / ENGINE_LIBS (daemon/build.mk).
+SVC_OBJS	:= $(B)/daemon/service/memprofd.o $(B)/daemon/service/svc_profile.o \
+		   $(B)/daemon/service/bus.o $(B)/daemon/service/bus_server.o
 SVC_LIBS	:= $(call pkglibs,libsystemd) $(call pkglibs,json-c)
 SVC_UNITS	:= systemd/memprofd.service systemd/memprofd.socket
 SVC_MAN		:= man/memprofd.8 man/memprofctl.1
@@ -58,7 +59,8 @@ lint-man-service:
 # service's own sources built with clang and the fuzzer's instrumentation (memprofd.c's main
 # renamed: libFuzzer has its own), linked with the engine's objects as the daemon is (never
 # called: the fuzzed service has no engine, so it needs neither root nor BPF).
-FUZZ_SVC_SRCS	:= daemon/service/bus.c daemon/service/svc_profile.c daemon/service/memprofd.c
+FUZZ_SVC_SRCS	:= daemon/service/bus.c daemon/service/bus_server.c daemon/service/svc_profile.c \
+		   daemon/service/memprofd.c
 $(B)/fuzz/fuzz_bus: tests/fuzz/fuzz_bus.c $(FUZZ_SVC_SRCS) $(wildcard daemon/*.h) \
 		    $$(ENGINE_OBJS) $$(filter %.a,$$(ENGINE_LIBS))
 	$(call msg,FUZZ,$@)

@@ -20,46 +20,15 @@
 
 #include "bpf/memprof.h"
 #include "daemon/service/bus.h"
+#include "daemon/service/bus_internal.h"
 #include "daemon/service/memprofd.h"
+#include "userspace-lib/client/bus_dict.h"
 #include "userspace-lib/codec/outfile.h"
 #include "userspace-lib/validate.h"
 
-struct bus_conn {
-	struct mp_bus_server *s;
-	sd_bus *bus;
-	bool is_peer;			/* a client of the private socket */
-	uid_t uid;			/* its uid (SO_PEERCRED), for the per-user limit */
-	pid_t pid;
-	sd_event_source *reap;		/* deferred free after disconnect */
-	/*
-	 * Over MaxQueuedCalls (calls read but not answered, replies not yet written), a client
-	 * is not read: its bus is detached from the loop and only its socket's writability is
-	 * watched. The timer cuts it off when it has not come back under the limit in time.
-	 */
-	bool stalled;
-	sd_event_source *stall_io;
-	sd_event_source *stall_timer;
-	struct bus_conn *next;
-};
-
-struct mp_bus_server {
-	struct memprofd *d;
-	int listen_fd;
-	char *bound_path;		/* set when we bound the socket ourselves */
-	dev_t bound_dev;		/* ... and what it was, so that exit removes only ours */
-	ino_t bound_ino;
-	sd_event_source *listen_src;
-	sd_event_source *post_src;
-	sd_id128_t server_id;
-	struct bus_conn *conns;
-	struct bus_conn *bus_conn;	/* registration on a bus, if any */
-	unsigned int nclients;
-	uint64_t refused;
-	/* Out of descriptors: the listening socket is not polled until this timer fires. */
-	sd_event_source *accept_pause;
-	uint64_t fd_pauses, fd_pauses_logged;	/* so far, and when the last log line said */
-	uint64_t fd_log_usec;			/* when that line was written */
-};
+/* A property's value, of its protocol signature (<memprof/bus.h>: NAME_SIG). */
+#define APPEND(reply, name, ...) sd_bus_message_append(reply, name##_SIG, __VA_ARGS__)
+#define PROPERTY(name, get, flags) SD_BUS_PROPERTY(name, name##_SIG, get, 0, flags)
 
 /* ------------------------------------------------------------------ callers and errors */
 
@@ -82,7 +51,7 @@ static int get_caller(struct mp_bus_server *s, sd_bus_message *m, struct caller 
 		int fd = sd_bus_get_fd(bus);
 
 		if (fd < 0 || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
-			return sd_bus_error_setf(error, MP_BUS_ERR_PERMISSION,
+			return sd_bus_error_setf(error, MEMPROF_BUS_ERR_PERMISSION,
 						 "Failed to get the caller's credentials: %s",
 						 strerror(fd < 0 ? -fd : errno));
 		c->uid = uc.uid;
@@ -97,7 +66,7 @@ static int get_caller(struct mp_bus_server *s, sd_bus_message *m, struct caller 
 				      SD_BUS_CREDS_EGID | SD_BUS_CREDS_PID | SD_BUS_CREDS_AUGMENT,
 				      &creds);
 	if (r < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_PERMISSION,
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_PERMISSION,
 					 "Failed to get the caller's credentials: %s", strerror(-r));
 	if (sd_bus_creds_get_euid(creds, &c->uid) < 0 && sd_bus_creds_get_uid(creds, &c->uid) < 0)
 		r = -ENODATA;
@@ -106,7 +75,7 @@ static int get_caller(struct mp_bus_server *s, sd_bus_message *m, struct caller 
 		r = -ENODATA;
 	sd_bus_creds_unref(creds);
 	if (r < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_PERMISSION,
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_PERMISSION,
 					 "The bus did not tell the caller's uid and gid");
 	return 0;
 }
@@ -117,26 +86,26 @@ static int set_error(sd_bus_error *error, int r, bool state_op, const char *msg)
 
 	switch (-r) {
 	case EBUSY:
-		name = MP_BUS_ERR_BUSY;
+		name = MEMPROF_BUS_ERR_BUSY;
 		break;
 	case ESRCH:
-		name = MP_BUS_ERR_NO_PROCESS;
+		name = MEMPROF_BUS_ERR_NO_PROCESS;
 		break;
 	case ENOENT:
-		name = MP_BUS_ERR_NO_ALLOCATOR;
+		name = MEMPROF_BUS_ERR_NO_ALLOCATOR;
 		break;
 	case EPERM:
 	case EACCES:
-		name = MP_BUS_ERR_PERMISSION;
+		name = MEMPROF_BUS_ERR_PERMISSION;
 		break;
 	case EINVAL:
-		name = state_op ? MP_BUS_ERR_BAD_STATE : MP_BUS_ERR_INVALID;
+		name = state_op ? MEMPROF_BUS_ERR_BAD_STATE : MEMPROF_BUS_ERR_INVALID;
 		break;
 	case ENOSPC:
-		name = MP_BUS_ERR_LIMIT;
+		name = MEMPROF_BUS_ERR_LIMIT;
 		break;
 	default:
-		name = MP_BUS_ERR_FAILED;
+		name = MEMPROF_BUS_ERR_FAILED;
 		break;
 	}
 	return sd_bus_error_setf(error, name, "%s", msg);
@@ -151,7 +120,7 @@ static int read_opt(sd_bus_message *m, const char *key, const char *type, void *
 	int r = sd_bus_message_read(m, "v", type, out);
 
 	if (r < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 					 "Option '%s' must be a variant of type '%s'", key, type);
 	return 0;
 }
@@ -162,7 +131,8 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 
 	r = sd_bus_message_enter_container(m, 'a', "{sv}");
 	if (r < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_INVALID, "Expected options of type a{sv}");
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
+					 "Expected options of type a{sv}");
 	while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
 		const char *key;
 		int b, fd;
@@ -175,7 +145,7 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 
 			r = read_opt(m, key, "d", &req->rate, error);
 			if (r >= 0 && mp_rate__check(req->rate, msg, sizeof(msg)) < 0)
-				return sd_bus_error_set(error, MP_BUS_ERR_INVALID, msg);
+				return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID, msg);
 		} else if (!strcmp(key, "callstack_size")) {
 			uint32_t v;
 
@@ -187,7 +157,7 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 		} else if (!strcmp(key, "duration_us")) {
 			r = read_opt(m, key, "t", &req->duration_us, error);
 			if (r >= 0 && req->duration_us > MP_MAX_DURATION_US)
-				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+				return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 							 "Invalid duration %" PRIu64 " us: at "
 							 "most %llu (366 days)",
 							 req->duration_us, MP_MAX_DURATION_US);
@@ -201,7 +171,7 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 
 			r = read_opt(m, key, "s", &mode, error);
 			if (r >= 0 && mp_unwind__parse(mode, &req->unwind))
-				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+				return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 							 "Invalid unwind mode '%s': fp, dwarf or "
 							 "auto", mode);
 		} else if (!strcmp(key, "stack_copy_size")) {
@@ -209,14 +179,14 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 
 			r = read_opt(m, key, "u", &v, error);
 			if (r >= 0 && v > MP_USTACK_MAX)
-				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+				return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 							 "Invalid stack copy size %u: at most %d "
 							 "bytes", v, MP_USTACK_MAX);
 			req->stack_copy_size = v ? (int)v : -1;
 		} else if (!strcmp(key, "max_overhead")) {
 			r = read_opt(m, key, "d", &req->max_overhead_pct, error);
 			if (r >= 0 && !(req->max_overhead_pct >= 0 && req->max_overhead_pct <= 1e6))
-				return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+				return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 							 "Invalid overhead budget %g: a percentage "
 							 "of one CPU >= 0 (0 = unlimited)",
 							 req->max_overhead_pct);
@@ -226,11 +196,12 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 				char msg[256];
 
 				if (mp_outfile__check_fd(fd, msg, sizeof(msg)) < 0)
-					return sd_bus_error_set(error, MP_BUS_ERR_INVALID, msg);
+					return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID,
+								msg);
 				req->out_fd = fd;	/* owned by the message; the engine dups */
 			}
 		} else {
-			return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
+			return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 						 "Unknown option '%s' (known: rate, callstack_size, "
 						 "follow_forks, duration_us, format_version, zstd, "
 						 "output, unwind, stack_copy_size, max_overhead)",
@@ -263,7 +234,8 @@ static int method_start(sd_bus_message *m, void *userdata, sd_bus_error *error)
 		return r;
 	r = sd_bus_message_read_array(m, 'i', &pids, &size);
 	if (r < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_INVALID, "Expected process ids of type ai");
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
+					 "Expected process ids of type ai");
 	req.pids = pids;
 	req.npids = size / sizeof(int32_t);
 	r = parse_start_options(m, &req, error);
@@ -276,7 +248,7 @@ static int method_start(sd_bus_message *m, void *userdata, sd_bus_error *error)
 		log_info("Start request of uid %u refused: %s", (unsigned int)c.uid, err);
 		return set_error(error, r, false, err);
 	}
-	return sd_bus_reply_method_return(m, "o", sp->object_path);
+	return sd_bus_reply_method_return(m, MEMPROF_BUS_SIG_PATH, sp->object_path);
 }
 
 static int append_pids(sd_bus_message *reply, const struct svc_profile *sp)
@@ -304,9 +276,9 @@ static int method_list(sd_bus_message *m, void *userdata, sd_bus_error *error)
 	r = sd_bus_message_new_method_return(m, &reply);
 	if (r < 0)
 		return r;
-	r = sd_bus_message_open_container(reply, 'a', "(usoudau)");
+	r = sd_bus_message_open_container(reply, 'a', "(" MEMPROF_BUS_PROFILE_LIST_ENTRY ")");
 	for (struct svc_profile *sp = s->d->profiles; r >= 0 && sp; sp = sp->next) {
-		r = sd_bus_message_open_container(reply, 'r', "usoudau");
+		r = sd_bus_message_open_container(reply, 'r', MEMPROF_BUS_PROFILE_LIST_ENTRY);
 		if (r >= 0)
 			r = sd_bus_message_append(reply, "usoud", sp->id,
 						  svc_state_name(mp_profile__state(sp->p)),
@@ -325,12 +297,12 @@ static int method_list(sd_bus_message *m, void *userdata, sd_bus_error *error)
 	return r;
 }
 
-typedef int (*profile_op_fn)(struct memprofd *d, struct svc_profile *sp, char *err,
-			     size_t err_len);
-
+/* Stop or Discard (the member of @m) profile @sp, @id (NULL: there is no such profile). */
 static int profile_op(struct mp_bus_server *s, sd_bus_message *m, struct svc_profile *sp,
-		      uint32_t id, profile_op_fn op, const char *what, sd_bus_error *error)
+		      uint32_t id, sd_bus_error *error)
 {
+	bool discard = sd_bus_message_is_method_call(m, NULL, MEMPROF_BUS_DISCARD) > 0;
+	const char *what = discard ? "discard" : "stop";
 	struct caller c;
 	char err[512];
 	int r;
@@ -339,48 +311,39 @@ static int profile_op(struct mp_bus_server *s, sd_bus_message *m, struct svc_pro
 	if (r < 0)
 		return r;
 	if (!sp)
-		return sd_bus_error_setf(error, MP_BUS_ERR_NOT_FOUND, "No profile %" PRIu32, id);
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_NOT_FOUND, "No profile %" PRIu32,
+					 id);
 	if (!svc_profile__may_control(sp, c.uid))
-		return sd_bus_error_setf(error, MP_BUS_ERR_PERMISSION,
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_PERMISSION,
 					 "Permission denied: profile %" PRIu32 " belongs to uid %u; "
 					 "uid %u may not %s it", sp->id, (unsigned int)sp->owner_uid,
 					 (unsigned int)c.uid, what);
-	r = op(s->d, sp, err, sizeof(err));
+	r = discard ? svc_profile__discard(s->d, sp, err, sizeof(err)) :
+		      svc_profile__stop(s->d, sp, err, sizeof(err));
 	if (r < 0)
 		return set_error(error, r, true, err);
 	/* a discard is answered once its trace files are written (bounded) */
-	if (op == svc_profile__discard && svc_profile__defer_reply(s->d, sp, m) > 0)
+	if (discard && svc_profile__defer_reply(s->d, sp, m) > 0)
 		return 1;
 	return sd_bus_reply_method_return(m, "");
 }
 
-static int manager_stop(sd_bus_message *m, void *userdata, sd_bus_error *error)
+/* Manager1.Stop(u id), Manager1.Discard(u id) */
+static int manager_profile_op(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	struct mp_bus_server *s = userdata;
 	uint32_t id;
-	int r = sd_bus_message_read(m, "u", &id);
+	int r = sd_bus_message_read(m, MEMPROF_BUS_SIG_ID, &id);
 
 	if (r < 0)
 		return r;
-	return profile_op(s, m, svc_profile__find(s->d, id), id, svc_profile__stop, "stop", error);
-}
-
-static int manager_discard(sd_bus_message *m, void *userdata, sd_bus_error *error)
-{
-	struct mp_bus_server *s = userdata;
-	uint32_t id;
-	int r = sd_bus_message_read(m, "u", &id);
-
-	if (r < 0)
-		return r;
-	return profile_op(s, m, svc_profile__find(s->d, id), id, svc_profile__discard, "discard",
-			  error);
+	return profile_op(s, m, svc_profile__find(s->d, id), id, error);
 }
 
 static int prop_version(sd_bus *bus, const char *path, const char *iface, const char *prop,
 			sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
-	return sd_bus_message_append(reply, "s", MP_VERSION);
+	return APPEND(reply, MEMPROF_BUS_VERSION, MP_VERSION);
 }
 
 static int prop_manager(sd_bus *bus, const char *path, const char *iface, const char *prop,
@@ -389,20 +352,20 @@ static int prop_manager(sd_bus *bus, const char *path, const char *iface, const 
 	struct mp_bus_server *s = userdata;
 	struct memprofd *d = s->d;
 
-	if (!strcmp(prop, "DefaultRate"))
-		return sd_bus_message_append(reply, "d", d->cfg.default_rate);
-	if (!strcmp(prop, "DefaultCallstackSize"))
-		return sd_bus_message_append(reply, "u", d->cfg.callstack_size);
-	if (!strcmp(prop, "StateDirectory"))
-		return sd_bus_message_append(reply, "s", d->cfg.state_dir);
-	if (!strcmp(prop, "MaxProfiles"))
-		return sd_bus_message_append(reply, "u", d->cfg.max_profiles);
-	if (!strcmp(prop, "Clients"))
-		return sd_bus_message_append(reply, "u", s->nclients);
-	if (!strcmp(prop, "RefusedClients"))
-		return sd_bus_message_append(reply, "t", s->refused);
-	if (!strcmp(prop, "Mechanisms"))
-		return sd_bus_message_append(reply, "s", mp_engine__mechanisms(d->engine));
+	if (!strcmp(prop, MEMPROF_BUS_DEFAULT_RATE))
+		return APPEND(reply, MEMPROF_BUS_DEFAULT_RATE, d->cfg.default_rate);
+	if (!strcmp(prop, MEMPROF_BUS_DEFAULT_CALLSTACK))
+		return APPEND(reply, MEMPROF_BUS_DEFAULT_CALLSTACK, d->cfg.callstack_size);
+	if (!strcmp(prop, MEMPROF_BUS_STATE_DIRECTORY))
+		return APPEND(reply, MEMPROF_BUS_STATE_DIRECTORY, d->cfg.state_dir);
+	if (!strcmp(prop, MEMPROF_BUS_MAX_PROFILES))
+		return APPEND(reply, MEMPROF_BUS_MAX_PROFILES, d->cfg.max_profiles);
+	if (!strcmp(prop, MEMPROF_BUS_CLIENTS))
+		return APPEND(reply, MEMPROF_BUS_CLIENTS, s->nclients);
+	if (!strcmp(prop, MEMPROF_BUS_REFUSED_CLIENTS))
+		return APPEND(reply, MEMPROF_BUS_REFUSED_CLIENTS, s->refused);
+	if (!strcmp(prop, MEMPROF_BUS_MECHANISMS))
+		return APPEND(reply, MEMPROF_BUS_MECHANISMS, mp_engine__mechanisms(d->engine));
 	return -ENOENT;
 }
 
@@ -416,11 +379,12 @@ static int prop_stats(sd_bus *bus, const char *path, const char *iface, const ch
 
 	n = svc_counters(s->d, names, values, SVC_MAX_COUNTERS);
 	if (n < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_FAILED, "Failed to read the counters: %s",
-					 strerror(-n));
-	r = sd_bus_message_open_container(reply, 'a', "(st)");
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_FAILED,
+					 "Failed to read the counters: %s", strerror(-n));
+	r = sd_bus_message_open_container(reply, 'a', "(" MEMPROF_BUS_STATS_ENTRY ")");
 	for (int i = 0; r >= 0 && i < n; i++)
-		r = sd_bus_message_append(reply, "(st)", names[i], values[i]);
+		r = sd_bus_message_append(reply, "(" MEMPROF_BUS_STATS_ENTRY ")", names[i],
+					  values[i]);
 	if (r >= 0)
 		r = sd_bus_message_close_container(reply);
 	return r;
@@ -428,25 +392,27 @@ static int prop_stats(sd_bus *bus, const char *path, const char *iface, const ch
 
 static const sd_bus_vtable manager_vtable[] = {
 	SD_BUS_VTABLE_START(0),
-	SD_BUS_PROPERTY("Version", "s", prop_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("DefaultRate", "d", prop_manager, 0, 0),
-	SD_BUS_PROPERTY("DefaultCallstackSize", "u", prop_manager, 0, 0),
-	SD_BUS_PROPERTY("StateDirectory", "s", prop_manager, 0, 0),
-	SD_BUS_PROPERTY("MaxProfiles", "u", prop_manager, 0, 0),
-	SD_BUS_PROPERTY("Clients", "u", prop_manager, 0, 0),
-	SD_BUS_PROPERTY("RefusedClients", "t", prop_manager, 0, 0),
-	SD_BUS_PROPERTY("Stats", "a(st)", prop_stats, 0, 0),
-	SD_BUS_PROPERTY("Mechanisms", "s", prop_manager, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_METHOD_WITH_ARGS("Start", SD_BUS_ARGS("ai", pids, "a{sv}", options),
-				SD_BUS_RESULT("o", profile), method_start,
+	PROPERTY(MEMPROF_BUS_VERSION, prop_version, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_DEFAULT_RATE, prop_manager, 0),
+	PROPERTY(MEMPROF_BUS_DEFAULT_CALLSTACK, prop_manager, 0),
+	PROPERTY(MEMPROF_BUS_STATE_DIRECTORY, prop_manager, 0),
+	PROPERTY(MEMPROF_BUS_MAX_PROFILES, prop_manager, 0),
+	PROPERTY(MEMPROF_BUS_CLIENTS, prop_manager, 0),
+	PROPERTY(MEMPROF_BUS_REFUSED_CLIENTS, prop_manager, 0),
+	PROPERTY(MEMPROF_BUS_STATS, prop_stats, 0),
+	PROPERTY(MEMPROF_BUS_MECHANISMS, prop_manager, SD_BUS_VTABLE_PROPERTY_CONST),
+	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_START,
+				SD_BUS_ARGS(MEMPROF_BUS_SIG_PIDS, pids, MEMPROF_BUS_SIG_OPTIONS,
+					    options),
+				SD_BUS_RESULT(MEMPROF_BUS_SIG_PATH, profile), method_start,
 				SD_BUS_VTABLE_UNPRIVILEGED),
-	SD_BUS_METHOD_WITH_ARGS("ListProfiles", SD_BUS_NO_ARGS,
-				SD_BUS_RESULT("a(usoudau)", profiles), method_list,
+	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_LIST_PROFILES, SD_BUS_NO_ARGS,
+				SD_BUS_RESULT(MEMPROF_BUS_SIG_PROFILE_LIST, profiles), method_list,
 				SD_BUS_VTABLE_UNPRIVILEGED),
-	SD_BUS_METHOD_WITH_ARGS("Stop", SD_BUS_ARGS("u", id), SD_BUS_NO_RESULT, manager_stop,
-				SD_BUS_VTABLE_UNPRIVILEGED),
-	SD_BUS_METHOD_WITH_ARGS("Discard", SD_BUS_ARGS("u", id), SD_BUS_NO_RESULT,
-				manager_discard, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_STOP, SD_BUS_ARGS(MEMPROF_BUS_SIG_ID, id),
+				SD_BUS_NO_RESULT, manager_profile_op, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_DISCARD, SD_BUS_ARGS(MEMPROF_BUS_SIG_ID, id),
+				SD_BUS_NO_RESULT, manager_profile_op, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_VTABLE_END
 };
 
@@ -458,39 +424,38 @@ static int prop_profile(sd_bus *bus, const char *path, const char *iface, const 
 	struct svc_profile *sp = userdata;
 	const struct mp_profile_opts *o = mp_profile__opts(sp->p);
 
-	if (!strcmp(prop, "Id"))
-		return sd_bus_message_append(reply, "u", sp->id);
-	if (!strcmp(prop, "State"))
-		return sd_bus_message_append(reply, "s", svc_state_name(mp_profile__state(sp->p)));
-	if (!strcmp(prop, "Owner"))
-		return sd_bus_message_append(reply, "u", (uint32_t)sp->owner_uid);
-	if (!strcmp(prop, "Rate"))
-		return sd_bus_message_append(reply, "d", o->rate);
-	if (!strcmp(prop, "CallstackSize"))
-		return sd_bus_message_append(reply, "u", o->callstack_size);
-	if (!strcmp(prop, "FollowForks"))
-		return sd_bus_message_append(reply, "b", !o->no_follow_forks);
-	if (!strcmp(prop, "DurationUSec"))
-		return sd_bus_message_append(reply, "t", o->duration_us);
-	if (!strcmp(prop, "FormatVersion"))
-		return sd_bus_message_append(reply, "q",
-					     (uint16_t)(o->format_version ? o->format_version : 2));
-	if (!strcmp(prop, "Compressed"))
-		return sd_bus_message_append(reply, "b", o->zstd_level > 0);
-	if (!strcmp(prop, "Directory"))
-		return sd_bus_message_append(reply, "s", sp->dir);
-	if (!strcmp(prop, "StartTimestamp"))
-		return sd_bus_message_append(reply, "t", sp->start_realtime_us);
+	if (!strcmp(prop, MEMPROF_BUS_ID))
+		return APPEND(reply, MEMPROF_BUS_ID, sp->id);
+	if (!strcmp(prop, MEMPROF_BUS_STATE))
+		return APPEND(reply, MEMPROF_BUS_STATE, svc_state_name(mp_profile__state(sp->p)));
+	if (!strcmp(prop, MEMPROF_BUS_OWNER))
+		return APPEND(reply, MEMPROF_BUS_OWNER, (uint32_t)sp->owner_uid);
+	if (!strcmp(prop, MEMPROF_BUS_RATE))
+		return APPEND(reply, MEMPROF_BUS_RATE, o->rate);
+	if (!strcmp(prop, MEMPROF_BUS_CALLSTACK_SIZE))
+		return APPEND(reply, MEMPROF_BUS_CALLSTACK_SIZE, o->callstack_size);
+	if (!strcmp(prop, MEMPROF_BUS_FOLLOW_FORKS))
+		return APPEND(reply, MEMPROF_BUS_FOLLOW_FORKS, !o->no_follow_forks);
+	if (!strcmp(prop, MEMPROF_BUS_DURATION))
+		return APPEND(reply, MEMPROF_BUS_DURATION, o->duration_us);
+	if (!strcmp(prop, MEMPROF_BUS_FORMAT_VERSION))
+		return APPEND(reply, MEMPROF_BUS_FORMAT_VERSION,
+			      (uint16_t)(o->format_version ? o->format_version : 2));
+	if (!strcmp(prop, MEMPROF_BUS_COMPRESSED))
+		return APPEND(reply, MEMPROF_BUS_COMPRESSED, o->zstd_level > 0);
+	if (!strcmp(prop, MEMPROF_BUS_DIRECTORY))
+		return APPEND(reply, MEMPROF_BUS_DIRECTORY, sp->dir);
+	if (!strcmp(prop, MEMPROF_BUS_START_TIMESTAMP))
+		return APPEND(reply, MEMPROF_BUS_START_TIMESTAMP, sp->start_realtime_us);
 	return -ENOENT;
 }
 
 /*
  * The per-process properties: an array of @sig, one element per process of @sp that @item
- * appends (it may skip one), from one snapshot of the profile's processes.
+ * appends, from one snapshot of the profile's processes.
  */
-static int append_procs(sd_bus_message *reply, struct svc_profile *sp, const char *prop,
-			const char *sig,
-			int (*item)(sd_bus_message *reply, const char *prop, const char *sig,
+static int append_procs(sd_bus_message *reply, struct svc_profile *sp, const char *sig,
+			int (*item)(sd_bus_message *reply, const char *sig,
 				    const struct mp_proc_stats *ps))
 {
 	struct mp_proc_stats *ps;
@@ -500,15 +465,78 @@ static int append_procs(sd_bus_message *reply, struct svc_profile *sp, const cha
 		return n;
 	r = sd_bus_message_open_container(reply, 'a', sig);
 	for (int i = 0; r >= 0 && i < n; i++)
-		r = item(reply, prop, sig, &ps[i]);
+		r = item(reply, sig, &ps[i]);
 	if (r >= 0)
 		r = sd_bus_message_close_container(reply);
 	free(ps);
 	return r;
 }
 
-static int process_item(sd_bus_message *reply, const char *prop, const char *sig,
-			const struct mp_proc_stats *ps)
+/*
+ * ProcessStatus: one a{sv} per process, its fields by name (<memprof/bus.h>). The mode, the
+ * trace, a detach and a write error are there only when the process has them; the write
+ * error is the errno name of the first failed write (ENOSPC...) or "stalled" for an output
+ * that did not keep up, with its CLOCK_REALTIME time and the events not written (write
+ * errors and stalls together).
+ */
+static int process_status_item(sd_bus_message *reply, const char *sig,
+			       const struct mp_proc_stats *ps)
+{
+	const char *mode = mp_proc_mode__name(ps->mode);
+	uint64_t since;
+	const char *werr = svc_write_error(ps, &since);
+	int r;
+
+	r = sd_bus_message_open_container(reply, 'a', "{sv}");
+	if (r >= 0)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_PID, (uint32_t)ps->pid);
+	if (r >= 0)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_COMM, ps->comm);
+	if (r >= 0)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EXITED, (int)ps->exited);
+	if (r >= 0 && mode)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_MODE, mode);
+	if (r >= 0)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_SAMPLED_BLOCKS, ps->samples);
+	if (r >= 0)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_SAMPLES, ps->nsamples);
+	if (r >= 0)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_LIVE_SAMPLES, ps->live_nsamples);
+	if (r >= 0)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_FREED_BLOCKS, ps->frees);
+	if (r >= 0)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_DROPS, ps->drops);
+	if (r >= 0)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EST_ALLOC_BYTES, ps->est_alloc_bytes);
+	if (r >= 0)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EST_LIVE_BYTES, ps->est_live_bytes);
+	if (r >= 0 && ps->trace_path)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_TRACE, ps->trace_path);
+	if (r >= 0 && ps->detached_reason)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_DETACHED_REASON,
+				    ps->detached_reason);
+	if (r >= 0 && werr)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_WRITE_ERROR, werr);
+	if (r >= 0 && werr)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_WRITE_ERROR_SINCE, since);
+	if (r >= 0 && werr)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_LOST_WRITES,
+				    ps->write_errors + ps->stalled);
+	if (r >= 0)
+		r = sd_bus_message_close_container(reply);
+	return r;
+}
+
+static int prop_process_status(sd_bus *bus, const char *path, const char *iface,
+			       const char *prop, sd_bus_message *reply, void *userdata,
+			       sd_bus_error *error)
+{
+	return append_procs(reply, userdata, MEMPROF_BUS_PROCESS_STATUS_ENTRY, process_status_item);
+}
+
+/* Processes: the positional form of the same figures (<memprof/bus.h>). */
+static int process_tuple_item(sd_bus_message *reply, const char *sig,
+			      const struct mp_proc_stats *ps)
 {
 	return sd_bus_message_append(reply, sig, (uint32_t)ps->pid, ps->comm, (int)ps->exited,
 				     ps->samples, ps->nsamples, ps->live_nsamples, ps->frees,
@@ -519,63 +547,16 @@ static int process_item(sd_bus_message *reply, const char *prop, const char *sig
 static int prop_processes(sd_bus *bus, const char *path, const char *iface, const char *prop,
 			  sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
-	return append_procs(reply, userdata, prop, "(usbttttddts)", process_item);
+	return append_procs(reply, userdata, "(" MEMPROF_BUS_PROCESSES_ENTRY ")",
+			    process_tuple_item);
 }
 
-/*
- * ProcessModes: (pid, mode) of each process, "uprobe" or "preload" (libmemprof-preload's fast
- * path). ProcessDetached: (pid, reason) of each process detached over its overhead budget.
- */
-static int process_string_item(sd_bus_message *reply, const char *prop, const char *sig,
-			       const struct mp_proc_stats *ps)
-{
-	const char *s = !strcmp(prop, "ProcessDetached") ? ps->detached_reason :
-			mp_proc_mode__name(ps->mode);
-
-	return s ? sd_bus_message_append(reply, sig, (uint32_t)ps->pid, s) : 0;
-}
-
-static int prop_process_strings(sd_bus *bus, const char *path, const char *iface,
-				const char *prop, sd_bus_message *reply, void *userdata,
-				sd_bus_error *error)
-{
-	return append_procs(reply, userdata, prop, "(us)", process_string_item);
-}
-
-/*
- * ProcessWriteErrors: (pid, error, since, events lost) of each process whose trace could not
- * be written whole: the errno name of the first failed write (ENOSPC...), or "stalled" for an
- * output that did not keep up, its CLOCK_REALTIME time in µs, and the events not written
- * (write errors and stalls together).
- */
-static int write_error_item(sd_bus_message *reply, const char *prop, const char *sig,
-			    const struct mp_proc_stats *ps)
-{
-	uint64_t since;
-	const char *name = svc_write_error(ps, &since);
-
-	return name ? sd_bus_message_append(reply, sig, (uint32_t)ps->pid, name, since,
-					    ps->write_errors + ps->stalled) : 0;
-}
-
-static int prop_write_errors(sd_bus *bus, const char *path, const char *iface, const char *prop,
-			     sd_bus_message *reply, void *userdata, sd_bus_error *error)
-{
-	return append_procs(reply, userdata, prop, "(ustt)", write_error_item);
-}
-
-static int profile_stop(sd_bus_message *m, void *userdata, sd_bus_error *error)
+/* Profile1.Stop(), Profile1.Discard() */
+static int profile_method_op(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	struct svc_profile *sp = userdata;
 
-	return profile_op(sp->d->bus, m, sp, sp->id, svc_profile__stop, "stop", error);
-}
-
-static int profile_discard(sd_bus_message *m, void *userdata, sd_bus_error *error)
-{
-	struct svc_profile *sp = userdata;
-
-	return profile_op(sp->d->bus, m, sp, sp->id, svc_profile__discard, "discard", error);
+	return profile_op(sp->d->bus, m, sp, sp->id, error);
 }
 
 /* AddProcess(u pid, a{sv} options) -> (b followed); options: "output" (h). */
@@ -591,26 +572,28 @@ static int profile_add_process(sd_bus_message *m, void *userdata, sd_bus_error *
 	r = get_caller(s, m, &c, error);
 	if (r < 0)
 		return r;
-	r = sd_bus_message_read(m, "u", &pid);
+	r = sd_bus_message_read(m, MEMPROF_BUS_SIG_PID, &pid);
 	if (r < 0 || pid == 0 || pid > INT32_MAX)
-		return sd_bus_error_setf(error, MP_BUS_ERR_INVALID, "Expected a process id");
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID, "Expected a process id");
 	r = sd_bus_message_enter_container(m, 'a', "{sv}");
 	if (r < 0)
-		return sd_bus_error_setf(error, MP_BUS_ERR_INVALID, "Expected options of type a{sv}");
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
+					 "Expected options of type a{sv}");
 	while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
 		const char *key;
 
 		r = sd_bus_message_read(m, "s", &key);
 		if (r < 0)
 			return r;
-		if (strcmp(key, "output"))
-			return sd_bus_error_setf(error, MP_BUS_ERR_INVALID,
-						 "Unknown option '%s' (known: output)", key);
-		r = read_opt(m, key, "h", &out_fd, error);
+		if (strcmp(key, MEMPROF_BUS_OPT_OUTPUT))
+			return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
+						 "Unknown option '%s' (known: "
+						 MEMPROF_BUS_OPT_OUTPUT ")", key);
+		r = read_opt(m, key, MEMPROF_BUS_OPT_OUTPUT_SIG, &out_fd, error);
 		if (r < 0)
 			return r;
 		if (mp_outfile__check_fd(out_fd, err, sizeof(err)) < 0)
-			return sd_bus_error_set(error, MP_BUS_ERR_INVALID, err);
+			return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID, err);
 		r = sd_bus_message_exit_container(m);
 		if (r < 0)
 			return r;
@@ -618,47 +601,47 @@ static int profile_add_process(sd_bus_message *m, void *userdata, sd_bus_error *
 	if (r < 0)
 		return r;
 	if (!svc_profile__may_control(sp, c.uid))
-		return sd_bus_error_setf(error, MP_BUS_ERR_PERMISSION,
+		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_PERMISSION,
 					 "Permission denied: profile %" PRIu32 " belongs to uid %u",
 					 sp->id, (unsigned int)sp->owner_uid);
 	r = svc_profile__add_process(s->d, sp, (pid_t)pid, out_fd, c.uid, c.gid, err, sizeof(err));
 	if (r < 0)
 		return set_error(error, r, r == -EINVAL, err);
-	return sd_bus_reply_method_return(m, "b", r > 0);
+	return sd_bus_reply_method_return(m, MEMPROF_BUS_SIG_FOLLOWED, r > 0);
 }
 
 static const sd_bus_vtable profile_vtable[] = {
 	SD_BUS_VTABLE_START(0),
-	SD_BUS_PROPERTY("Id", "u", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("State", "s", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-	SD_BUS_PROPERTY("Owner", "u", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("Rate", "d", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("CallstackSize", "u", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("FollowForks", "b", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("DurationUSec", "t", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("FormatVersion", "q", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("Compressed", "b", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("Directory", "s", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("StartTimestamp", "t", prop_profile, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-	SD_BUS_PROPERTY("Processes", "a(usbttttddts)", prop_processes, 0, 0),
-	SD_BUS_PROPERTY("ProcessModes", "a(us)", prop_process_strings, 0, 0),
-	SD_BUS_PROPERTY("ProcessDetached", "a(us)", prop_process_strings, 0, 0),
-	SD_BUS_PROPERTY("ProcessWriteErrors", "a(ustt)", prop_write_errors, 0, 0),
-	SD_BUS_METHOD("Stop", "", "", profile_stop, SD_BUS_VTABLE_UNPRIVILEGED),
-	SD_BUS_METHOD("Discard", "", "", profile_discard, SD_BUS_VTABLE_UNPRIVILEGED),
-	SD_BUS_METHOD_WITH_ARGS("AddProcess", SD_BUS_ARGS("u", pid, "a{sv}", options),
-				SD_BUS_RESULT("b", followed), profile_add_process,
-				SD_BUS_VTABLE_UNPRIVILEGED),
+	PROPERTY(MEMPROF_BUS_ID, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_STATE, prop_profile, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+	PROPERTY(MEMPROF_BUS_OWNER, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_RATE, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_CALLSTACK_SIZE, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_FOLLOW_FORKS, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_DURATION, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_FORMAT_VERSION, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_COMPRESSED, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_DIRECTORY, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_START_TIMESTAMP, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_PROCESS_STATUS, prop_process_status, 0),
+	PROPERTY(MEMPROF_BUS_PROCESSES, prop_processes, 0),
+	SD_BUS_METHOD(MEMPROF_BUS_STOP, "", "", profile_method_op, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD(MEMPROF_BUS_DISCARD, "", "", profile_method_op, SD_BUS_VTABLE_UNPRIVILEGED),
+	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_ADD_PROCESS,
+				SD_BUS_ARGS(MEMPROF_BUS_SIG_PID, pid, MEMPROF_BUS_SIG_OPTIONS,
+					    options),
+				SD_BUS_RESULT(MEMPROF_BUS_SIG_FOLLOWED, followed),
+				profile_add_process, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_VTABLE_END
 };
 
 static struct svc_profile *profile_from_path(struct memprofd *d, const char *path)
 {
-	const char *p = path + strlen(MP_BUS_PROFILE_PREFIX);
+	const char *p = path + strlen(MEMPROF_BUS_PROFILE_PREFIX);
 	unsigned long id;
 	char *end;
 
-	if (strncmp(path, MP_BUS_PROFILE_PREFIX "/", strlen(MP_BUS_PROFILE_PREFIX) + 1))
+	if (strncmp(path, MEMPROF_BUS_PROFILE_PREFIX "/", strlen(MEMPROF_BUS_PROFILE_PREFIX) + 1))
 		return NULL;
 	p++;
 	errno = 0;
@@ -706,555 +689,20 @@ static int profile_enumerate(sd_bus *bus, const char *prefix, void *userdata, ch
 	return 0;
 }
 
-/* ------------------------------------------------------------------ connections */
+/* ------------------------------------------------------------------ objects */
 
-static int add_objects(struct mp_bus_server *s, sd_bus *bus)
+int bus_add_objects(struct mp_bus_server *s, sd_bus *bus)
 {
 	int r;
 
-	r = sd_bus_add_object_vtable(bus, NULL, MP_BUS_PATH, MP_BUS_MANAGER_IFACE, manager_vtable,
-				     s);
+	r = sd_bus_add_object_vtable(bus, NULL, MEMPROF_BUS_PATH, MEMPROF_BUS_MANAGER_IFACE,
+				     manager_vtable, s);
 	if (r >= 0)
-		r = sd_bus_add_fallback_vtable(bus, NULL, MP_BUS_PROFILE_PREFIX,
-					       MP_BUS_PROFILE_IFACE, profile_vtable, profile_find,
-					       s);
+		r = sd_bus_add_fallback_vtable(bus, NULL, MEMPROF_BUS_PROFILE_PREFIX,
+					       MEMPROF_BUS_PROFILE_IFACE, profile_vtable,
+					       profile_find, s);
 	if (r >= 0)
-		r = sd_bus_add_node_enumerator(bus, NULL, MP_BUS_PROFILE_PREFIX, profile_enumerate,
-					       s);
+		r = sd_bus_add_node_enumerator(bus, NULL, MEMPROF_BUS_PROFILE_PREFIX,
+					       profile_enumerate, s);
 	return r;
-}
-
-static void conn_free(struct bus_conn *c)
-{
-	struct mp_bus_server *s;
-
-	if (!c)
-		return;
-	s = c->s;
-	for (struct bus_conn **pp = &s->conns; *pp; pp = &(*pp)->next)
-		if (*pp == c) {
-			*pp = c->next;
-			break;
-		}
-	if (c->is_peer && s->nclients)
-		s->nclients--;
-	if (s->bus_conn == c)
-		s->bus_conn = NULL;
-	sd_event_source_disable_unref(c->reap);
-	sd_event_source_disable_unref(c->stall_io);
-	sd_event_source_disable_unref(c->stall_timer);
-	/* A stalled client does not read: flushing would wait for it. */
-	if (c->stalled)
-		sd_bus_close_unref(c->bus);
-	else
-		sd_bus_flush_close_unref(c->bus);
-	free(c);
-}
-
-static int on_reap(sd_event_source *es, void *userdata)
-{
-	struct bus_conn *c = userdata;
-
-	conn_free(c);
-	return 0;
-}
-
-static int on_disconnected(sd_bus_message *m, void *userdata, sd_bus_error *error)
-{
-	struct bus_conn *c = userdata;
-	int r;
-
-	if (c->is_peer)
-		log_debug("Control client disconnected");
-	else
-		log_warning("Disconnected from the bus; the private socket still serves");
-	if (c->reap)
-		return 0;
-	/* Not from inside the connection's own dispatch: free it on the next loop iteration. */
-	r = sd_event_add_defer(c->s->d->event, &c->reap, on_reap, c);
-	if (r < 0)
-		log_error("Failed to schedule freeing a control connection: %s", strerror(-r));
-	return 0;
-}
-
-/* ------------------------------------------------------------------ per-connection limits */
-
-static uint64_t conn_queued(struct bus_conn *c)
-{
-	uint64_t nr = 0, nw = 0;
-
-	sd_bus_get_n_queued_read(c->bus, &nr);
-	sd_bus_get_n_queued_write(c->bus, &nw);
-	return nr + nw;
-}
-
-static int on_stall_timeout(sd_event_source *es, uint64_t usec, void *userdata)
-{
-	struct bus_conn *c = userdata;
-
-	log_warning("Disconnecting the control client of uid %u (pid %d): %" PRIu64 " calls "
-		    "queued, over MaxQueuedCalls=%u, and it read none of its replies for %llu s",
-		    (unsigned int)c->uid, (int)c->pid, conn_queued(c),
-		    c->s->d->cfg.max_queued_calls, MP_STALL_TIMEOUT_US / 1000000);
-	conn_free(c);
-	return 0;
-}
-
-/* The client's socket takes data again (or it hung up): serve it again. */
-static int on_stall_io(sd_event_source *es, int fd, uint32_t revents, void *userdata)
-{
-	struct bus_conn *c = userdata;
-	int r;
-
-	c->stall_io = sd_event_source_disable_unref(c->stall_io);
-	c->stalled = false;
-	r = sd_bus_attach_event(c->bus, c->s->d->event, SD_EVENT_PRIORITY_NORMAL);
-	if (r < 0) {
-		log_error("Failed to serve the control client of uid %u (pid %d) again: %s",
-			  (unsigned int)c->uid, (int)c->pid, strerror(-r));
-		conn_free(c);
-	}
-	return 0;
-}
-
-/*
- * Enforce MaxQueuedCalls on @c: over it, stop reading the client (sd-bus reads and dispatches
- * whenever its sources fire, so they are detached) until its socket can take replies again;
- * arm the cut-off the first time. Back under the limit, the cut-off is disarmed. Returns
- * true when @c must not be processed now.
- */
-static bool conn_check_limits(struct bus_conn *c)
-{
-	struct memprofd *d = c->s->d;
-	uint64_t n;
-	int r;
-
-	if (!c->is_peer || c->reap)
-		return c->reap != NULL;
-	if (c->stalled)
-		return true;
-	n = conn_queued(c);
-	if (n <= d->cfg.max_queued_calls) {
-		c->stall_timer = sd_event_source_disable_unref(c->stall_timer);
-		return false;
-	}
-	r = sd_bus_detach_event(c->bus);
-	if (r >= 0)
-		r = sd_event_add_io(d->event, &c->stall_io, sd_bus_get_fd(c->bus), EPOLLOUT,
-				    on_stall_io, c);
-	if (r >= 0 && !c->stall_timer)
-		r = sd_event_add_time_relative(d->event, &c->stall_timer, CLOCK_MONOTONIC,
-					       MP_STALL_TIMEOUT_US, 0, on_stall_timeout, c);
-	if (r < 0) {
-		log_error("Failed to hold back the control client of uid %u (pid %d), "
-			  "disconnecting it: %s", (unsigned int)c->uid, (int)c->pid, strerror(-r));
-		c->stalled = true;	/* no flush on close */
-		conn_free(c);
-		return true;
-	}
-	c->stalled = true;
-	log_debug("Control client of uid %u (pid %d) has %" PRIu64 " calls queued "
-		  "(MaxQueuedCalls=%u): not reading it until it reads its replies",
-		  (unsigned int)c->uid, (int)c->pid, n, d->cfg.max_queued_calls);
-	return true;
-}
-
-/*
- * MaxQueuedBytes: what the kernel holds for a client that does not read is bounded by the
- * socket's send buffer (sd-bus raises it to 8 MiB; the kernel doubles what it is given).
- */
-static void set_send_buffer(int fd, unsigned int bytes)
-{
-	int v = (int)(bytes / 2);
-
-	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &v, sizeof(v)) < 0 &&
-	    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v)) < 0)
-		log_warning("Failed to set the send buffer of a control connection to %u bytes: %s",
-			    bytes, strerror(errno));
-}
-
-static struct bus_conn *conn_new(struct mp_bus_server *s, sd_bus *bus, bool is_peer)
-{
-	struct bus_conn *c = calloc(1, sizeof(*c));
-	int r;
-
-	if (!c) {
-		sd_bus_unref(bus);
-		return NULL;
-	}
-	c->s = s;
-	c->bus = bus;
-	c->is_peer = is_peer;
-	c->next = s->conns;
-	s->conns = c;
-	if (is_peer)
-		s->nclients++;
-	r = sd_bus_match_signal(bus, NULL, NULL, "/org/freedesktop/DBus/Local",
-				"org.freedesktop.DBus.Local", "Disconnected", on_disconnected, c);
-	if (r < 0)
-		goto err;
-	r = add_objects(s, bus);
-	if (r < 0)
-		goto err;
-	r = sd_bus_attach_event(bus, s->d->event, SD_EVENT_PRIORITY_NORMAL);
-	if (r < 0)
-		goto err;
-	return c;
-err:
-	conn_free(c);
-	errno = -r;
-	return NULL;
-}
-
-#define MP_ACCEPT_PAUSE_USEC	(250 * 1000ULL)
-#define MP_FD_LOG_USEC		(10 * 1000000ULL)
-
-static int on_accept_resume(sd_event_source *es, uint64_t usec, void *userdata)
-{
-	struct mp_bus_server *s = userdata;
-
-	s->accept_pause = sd_event_source_disable_unref(s->accept_pause);
-	sd_event_source_set_enabled(s->listen_src, SD_EVENT_ON);
-	return 0;
-}
-
-/*
- * accept() found no descriptor (EMFILE, ENFILE; no memory: ENOBUFS, ENOMEM). The connection
- * stays queued and the socket readable: polled on, it would fail again at once, forever. Stop
- * polling it for a while instead, and say so at most every MP_FD_LOG_USEC.
- */
-static void accept_pause(struct mp_bus_server *s, int err)
-{
-	uint64_t now = 0;
-	int r;
-
-	s->fd_pauses++;
-	sd_event_now(s->d->event, CLOCK_MONOTONIC, &now);
-	if (!s->fd_log_usec || now - s->fd_log_usec >= MP_FD_LOG_USEC) {
-		log_error("Failed to accept a control connection: %s; not accepting any for %llu ms "
-			  "(%" PRIu64 " such pauses since the last line)", strerror(err),
-			  MP_ACCEPT_PAUSE_USEC / 1000, s->fd_pauses - s->fd_pauses_logged);
-		s->fd_log_usec = now ? now : 1;
-		s->fd_pauses_logged = s->fd_pauses;
-	}
-	if (s->accept_pause)
-		return;
-	r = sd_event_add_time_relative(s->d->event, &s->accept_pause, CLOCK_MONOTONIC,
-				       MP_ACCEPT_PAUSE_USEC, 0, on_accept_resume, s);
-	if (r < 0) {
-		log_error("Failed to arm the timer that resumes accepting connections: %s",
-			  strerror(-r));
-		return;	/* keep polling: better busy than deaf */
-	}
-	sd_event_source_set_enabled(s->listen_src, SD_EVENT_OFF);
-}
-
-static int on_accept(sd_event_source *es, int fd, uint32_t revents, void *userdata)
-{
-	struct mp_bus_server *s = userdata;
-	unsigned int same_uid = 0, per_uid;
-	socklen_t uclen = sizeof(struct ucred);
-	struct ucred uc;
-	sd_bus *bus = NULL;
-	struct bus_conn *c;
-	int cfd, r;
-
-	cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-	if (cfd < 0) {
-		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-			accept_pause(s, errno);
-		else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-			log_error("Failed to accept a control connection: %s", strerror(errno));
-		return 0;
-	}
-	/*
-	 * MaxClients bounds the connections; one user may hold a quarter of them, so that no
-	 * user can lock the others out. Root is always let in: an administrator must be able
-	 * to stop and discard.
-	 */
-	if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &uc, &uclen) < 0) {
-		log_error("Failed to get a control client's credentials: %s", strerror(errno));
-		close(cfd);
-		return 0;
-	}
-	for (struct bus_conn *o = s->conns; o; o = o->next)
-		if (o->is_peer && o->uid == uc.uid)
-			same_uid++;
-	per_uid = s->d->cfg.max_clients / 4 ? s->d->cfg.max_clients / 4 : 1;
-	if (s->nclients >= MP_HARD_MAX_CLIENTS ||
-	    (uc.uid != 0 && (s->nclients >= s->d->cfg.max_clients || same_uid >= per_uid))) {
-		s->refused++;
-		log_warning("Refusing a control connection of uid %u: %u clients connected, %u of "
-			    "them this user's (MaxClients=%u)", (unsigned int)uc.uid, s->nclients,
-			    same_uid, s->d->cfg.max_clients);
-		close(cfd);
-		return 0;
-	}
-	r = sd_bus_new(&bus);
-	if (r < 0)
-		goto err;
-	r = sd_bus_set_fd(bus, cfd, cfd);
-	if (r < 0)
-		goto err;
-	cfd = -1;	/* the bus owns it */
-	r = sd_bus_set_server(bus, 1, s->server_id);
-	if (r >= 0)
-		r = sd_bus_negotiate_fds(bus, 1);
-	if (r >= 0)
-		r = sd_bus_set_description(bus, "memprofd-client");
-	if (r >= 0)
-		r = sd_bus_start(bus);
-	if (r < 0)
-		goto err;
-	set_send_buffer(sd_bus_get_fd(bus), s->d->cfg.max_queued_bytes);
-	c = conn_new(s, bus, true);
-	if (!c) {
-		r = -errno;
-		bus = NULL;
-		goto err;
-	}
-	c->uid = uc.uid;
-	c->pid = uc.pid;
-	return 0;
-err:
-	log_error("Failed to set up a control connection: %s", strerror(-r));
-	sd_bus_unref(bus);
-	if (cfd >= 0)
-		close(cfd);
-	return 0;
-}
-
-/*
- * sd-bus dispatches one step per readiness event. A client that sends BEGIN and its first
- * call in one write (dbus-send --peer does) leaves that call in the connection's read
- * buffer when authentication completes, with nothing more to read on the socket: it would
- * wait forever. After each loop iteration, let every connection finish what it buffered,
- * within its limits (each step reads at most one call).
- */
-static int on_post(sd_event_source *es, void *userdata)
-{
-	struct mp_bus_server *s = userdata;
-	struct bus_conn *next;
-
-	for (struct bus_conn *c = s->conns; c; c = next) {
-		next = c->next;	/* conn_check_limits() may free c */
-		for (int i = 0; i < 64 && !conn_check_limits(c); i++)
-			if (sd_bus_process(c->bus, NULL) <= 0) {
-				conn_check_limits(c);
-				break;
-			}
-	}
-	return 0;
-}
-
-static int bind_socket(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char dir[sizeof(sa.sun_path)];
-	char *slash;
-	int fd, r;
-
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		log_error("Socket path '%s' is too long (%zu bytes at most)", path,
-			  sizeof(sa.sun_path) - 1);
-		return -ENAMETOOLONG;
-	}
-	strcpy(sa.sun_path, path);
-	strcpy(dir, path);
-	slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = '\0';
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-			r = -errno;
-			log_error("Failed to create '%s': %s", dir, strerror(-r));
-			return r;
-		}
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0) {
-		r = -errno;
-		log_error("Failed to create a socket: %s", strerror(-r));
-		return r;
-	}
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		struct stat st;
-		int probe;
-
-		if (errno != EADDRINUSE)
-			goto fail;
-		/* A socket file is there: another memprofd listening, or left by a crash. */
-		probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-			close(probe);
-			close(fd);
-			log_error("Another memprofd already listens on '%s'", path);
-			return -EADDRINUSE;
-		}
-		if (probe >= 0)
-			close(probe);
-		/* Nobody listens: replace a stale socket, but nothing else that has the name. */
-		if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
-			close(fd);
-			log_error("Cannot bind the control socket '%s': a file that is not a socket "
-				  "is there", path);
-			return -EEXIST;
-		}
-		unlink(path);
-		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-			goto fail;
-	}
-	goto bound;
-fail:
-	r = -errno;
-	log_error("Failed to bind the control socket '%s': %s", path, strerror(-r));
-	close(fd);
-	return r;
-bound:
-	/* Anyone may connect; each call is authorized with the caller's credentials. */
-	if (chmod(path, 0666) < 0 || listen(fd, SOMAXCONN) < 0) {
-		r = -errno;
-		log_error("Failed to listen on '%s': %s", path, strerror(-r));
-		unlink(path);
-		close(fd);
-		return r;
-	}
-	return fd;
-}
-
-struct mp_bus_server *mp_bus_server__new(struct memprofd *d, int listen_fd, const char *path)
-{
-	struct mp_bus_server *s = calloc(1, sizeof(*s));
-	int r;
-
-	if (!s)
-		return NULL;
-	s->d = d;
-	s->listen_fd = -1;
-	r = sd_id128_randomize(&s->server_id);
-	if (r < 0)
-		goto err;
-	if (listen_fd >= 0) {
-		if (sd_is_socket_unix(listen_fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
-			log_error("The socket passed by the service manager is not a listening "
-				  "AF_UNIX stream socket");
-			r = -EINVAL;
-			goto err;
-		}
-		int fl = fcntl(listen_fd, F_GETFL);
-
-		if (fl < 0 || fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-			r = -errno;
-			goto err;
-		}
-		s->listen_fd = listen_fd;
-	} else {
-		r = bind_socket(path);
-		if (r < 0)
-			goto err;
-		s->listen_fd = r;
-		s->bound_path = strdup(path);
-		if (!s->bound_path) {
-			r = -ENOMEM;
-			goto err;
-		}
-		struct stat st;
-
-		if (stat(path, &st) == 0) {
-			s->bound_dev = st.st_dev;
-			s->bound_ino = st.st_ino;
-		}
-	}
-	r = sd_event_add_io(d->event, &s->listen_src, s->listen_fd, EPOLLIN, on_accept, s);
-	if (r >= 0)
-		r = sd_event_add_post(d->event, &s->post_src, on_post, s);
-	if (r < 0) {
-		log_error("Failed to watch the control socket: %s", strerror(-r));
-		goto err;
-	}
-	return s;
-err:
-	mp_bus_server__free(s);
-	errno = -r;
-	return NULL;
-}
-
-int mp_bus_server__add_bus(struct mp_bus_server *s, const char *address)
-{
-	sd_bus *bus = NULL;
-	int r;
-
-	if (address) {
-		r = sd_bus_new(&bus);
-		if (r >= 0)
-			r = sd_bus_set_address(bus, address);
-		if (r >= 0)
-			r = sd_bus_set_bus_client(bus, 1);
-		if (r >= 0)
-			r = sd_bus_negotiate_fds(bus, 1);
-		if (r >= 0)
-			r = sd_bus_start(bus);
-	} else {
-		r = sd_bus_open_system(&bus);
-	}
-	if (r < 0) {
-		log_error("Failed to connect to the bus '%s': %s", address ? address : "system",
-			  strerror(-r));
-		sd_bus_unref(bus);
-		return r;
-	}
-	if (!conn_new(s, bus, false)) {
-		r = -errno;
-		log_error("Failed to serve on the bus: %s", strerror(-r));
-		return r;
-	}
-	s->bus_conn = s->conns;
-	r = sd_bus_request_name(bus, MP_BUS_NAME, 0);
-	if (r < 0) {
-		log_error("Failed to acquire the name " MP_BUS_NAME " on the bus: %s", strerror(-r));
-		conn_free(s->bus_conn);
-		return r;
-	}
-	log_info("Registered as " MP_BUS_NAME " on the bus '%s'", address ? address : "system");
-	return 0;
-}
-
-void mp_bus_server__profile_changed(struct mp_bus_server *s, struct svc_profile *sp)
-{
-	if (!s)
-		return;
-	for (struct bus_conn *c = s->conns; c; c = c->next) {
-		int r = sd_bus_emit_properties_changed(c->bus, sp->object_path,
-						       MP_BUS_PROFILE_IFACE, "State", NULL);
-		if (r < 0 && r != -ENOTCONN)
-			log_debug("Failed to emit PropertiesChanged for %s: %s", sp->object_path,
-				  strerror(-r));
-	}
-}
-
-unsigned int mp_bus_server__nclients(const struct mp_bus_server *s)
-{
-	return s ? s->nclients : 0;
-}
-
-void mp_bus_server__free(struct mp_bus_server *s)
-{
-	if (!s)
-		return;
-	while (s->conns)
-		conn_free(s->conns);
-	sd_event_source_disable_unref(s->listen_src);
-	sd_event_source_disable_unref(s->accept_pause);
-	sd_event_source_disable_unref(s->post_src);
-	if (s->bound_path) {
-		struct stat st;
-
-		/* Not a socket another memprofd bound at the same path meanwhile. */
-		if (stat(s->bound_path, &st) == 0 && st.st_dev == s->bound_dev &&
-		    st.st_ino == s->bound_ino)
-			unlink(s->bound_path);
-		free(s->bound_path);
-	}
-	if (s->listen_fd >= 0)
-		close(s->listen_fd);
-	free(s);
 }

@@ -3,32 +3,19 @@
  * memprofd's control API: D-Bus (sd-bus), served peer-to-peer on a private socket (one sd-bus
  * server connection per accepted client) and, optionally, under the name org.memprofd on a
  * bus. Object /org/memprofd (org.memprofd.Manager1) and one object per profile,
- * /org/memprofd/profile/<id> (org.memprofd.Profile1). See memprofd(8) for the interface.
+ * /org/memprofd/profile/<id> (org.memprofd.Profile1): the names and signatures are
+ * <memprof/bus.h>'s, which the client library uses too. See memprofd(8) for the interface.
  *
  * Owner: the service component.
  */
 #ifndef MEMPROFD_BUS_H
 #define MEMPROFD_BUS_H
 
+#include <memprof/bus.h>
+
 struct memprofd;
 struct mp_bus_server;
 struct svc_profile;
-
-#define MP_BUS_NAME		"org.memprofd"
-#define MP_BUS_PATH		"/org/memprofd"
-#define MP_BUS_PROFILE_PREFIX	"/org/memprofd/profile"
-#define MP_BUS_MANAGER_IFACE	"org.memprofd.Manager1"
-#define MP_BUS_PROFILE_IFACE	"org.memprofd.Profile1"
-
-#define MP_BUS_ERR_BUSY		"org.memprofd.Error.Busy"
-#define MP_BUS_ERR_NOT_FOUND	"org.memprofd.Error.NotFound"
-#define MP_BUS_ERR_NO_PROCESS	"org.memprofd.Error.NoSuchProcess"
-#define MP_BUS_ERR_NO_ALLOCATOR	"org.memprofd.Error.NoAllocator"
-#define MP_BUS_ERR_PERMISSION	"org.memprofd.Error.PermissionDenied"
-#define MP_BUS_ERR_INVALID	"org.memprofd.Error.InvalidArgs"
-#define MP_BUS_ERR_BAD_STATE	"org.memprofd.Error.BadState"
-#define MP_BUS_ERR_LIMIT	"org.memprofd.Error.LimitExceeded"
-#define MP_BUS_ERR_FAILED	"org.memprofd.Error.Failed"
 
 /*
  * Serve the control API on @listen_fd (a listening AF_UNIX stream socket, e.g. from socket

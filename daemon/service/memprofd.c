@@ -388,7 +388,7 @@ static void help(void)
 	       "      --seed N            seed the sampler's random numbers (for tests)\n"
 	       "  -h, --help              show this help\n"
 	       "      --version           show the version\n",
-	       MP_DEFAULT_SOCKET, MP_DEFAULT_STATE_DIR, MP_DEFAULT_CONFIG);
+	       MEMPROF_BUS_SOCKET, MP_DEFAULT_STATE_DIR, MP_DEFAULT_CONFIG);
 }
 
 enum { OPT_BUS_ADDRESS = 0x100, OPT_SYSTEM_BUS, OPT_SEED, OPT_VERSION };
@@ -492,7 +492,7 @@ int main(int argc, char **argv)
 {
 	struct memprofd d = {
 		.config_path = MP_DEFAULT_CONFIG,
-		.socket_path = MP_DEFAULT_SOCKET,
+		.socket_path = MEMPROF_BUS_SOCKET,
 		.next_id = 1,
 	};
 	struct mp_engine_opts eopts = { .sz = sizeof(eopts) };

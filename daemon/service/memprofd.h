@@ -21,7 +21,6 @@
 #include "daemon/engine/engine.h"
 
 #define MP_DEFAULT_CONFIG	"/etc/memprofd.conf"
-#define MP_DEFAULT_SOCKET	"/run/memprofd/bus"
 #define MP_DEFAULT_STATE_DIR	"/var/lib/memprofd"
 #define MP_DEFAULT_RATE		1e-4
 #define MP_MAX_CALLSTACK	127	/* = MP_MAX_STACK of bpf/memprof.h */

@@ -31,11 +31,11 @@ const char *svc_state_name(enum mp_profile_state st)
 {
 	switch (st) {
 	case MP_PROFILE_SAMPLING:
-		return "sampling";
+		return MEMPROF_BUS_STATE_SAMPLING;
 	case MP_PROFILE_STOPPED:
-		return "stopped";
+		return MEMPROF_BUS_STATE_STOPPED;
 	case MP_PROFILE_DISCARDED:
-		return "discarded";
+		return MEMPROF_BUS_STATE_DISCARDED;
 	}
 	return "unknown";
 }
@@ -536,7 +536,7 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 		goto err_rmdir;
 	}
 
-	snprintf(path, sizeof(path), MP_BUS_PROFILE_PREFIX "/%" PRIu32, id);
+	snprintf(path, sizeof(path), MEMPROF_BUS_PROFILE_PREFIX "/%" PRIu32, id);
 	sp->object_path = strdup(path);
 	if (!sp->object_path) {
 		/* The engine profile exists: finish it rather than leak it unreachable. */

@@ -160,29 +160,34 @@ static uint64_t take(struct input *in, unsigned int bytes)
 #define PICK(in, table) (table[take(in, 1) % (sizeof(table) / sizeof(table[0]))])
 
 static const char *const paths[] = {
-	"/", "/org", MP_BUS_PATH, MP_BUS_PROFILE_PREFIX, MP_BUS_PROFILE_PREFIX "/1",
-	MP_BUS_PROFILE_PREFIX "/0", MP_BUS_PROFILE_PREFIX "/4294967296", MP_BUS_PATH "/x",
+	"/", "/org", MEMPROF_BUS_PATH, MEMPROF_BUS_PROFILE_PREFIX, MEMPROF_BUS_PROFILE_PREFIX "/1",
+	MEMPROF_BUS_PROFILE_PREFIX "/0", MEMPROF_BUS_PROFILE_PREFIX "/4294967296",
+	MEMPROF_BUS_PATH "/x",
 };
 static const struct {
 	const char *iface, *member;
 } calls[] = {
-	{ MP_BUS_MANAGER_IFACE, "Start" }, { MP_BUS_MANAGER_IFACE, "ListProfiles" },
-	{ MP_BUS_MANAGER_IFACE, "Stop" }, { MP_BUS_MANAGER_IFACE, "Discard" },
-	{ MP_BUS_PROFILE_IFACE, "Stop" }, { MP_BUS_PROFILE_IFACE, "Discard" },
-	{ MP_BUS_PROFILE_IFACE, "AddProcess" },
+	{ MEMPROF_BUS_MANAGER_IFACE, MEMPROF_BUS_START },
+	{ MEMPROF_BUS_MANAGER_IFACE, MEMPROF_BUS_LIST_PROFILES },
+	{ MEMPROF_BUS_MANAGER_IFACE, MEMPROF_BUS_STOP },
+	{ MEMPROF_BUS_MANAGER_IFACE, MEMPROF_BUS_DISCARD },
+	{ MEMPROF_BUS_PROFILE_IFACE, MEMPROF_BUS_STOP },
+	{ MEMPROF_BUS_PROFILE_IFACE, MEMPROF_BUS_DISCARD },
+	{ MEMPROF_BUS_PROFILE_IFACE, MEMPROF_BUS_ADD_PROCESS },
 	{ "org.freedesktop.DBus.Properties", "Get" },
 	{ "org.freedesktop.DBus.Properties", "GetAll" },
 	{ "org.freedesktop.DBus.Properties", "Set" },
 	{ "org.freedesktop.DBus.Introspectable", "Introspect" },
 	{ "org.freedesktop.DBus.Peer", "Ping" },
 	{ "org.freedesktop.DBus.ObjectManager", "GetManagedObjects" },
-	{ NULL, "Start" }, { MP_BUS_MANAGER_IFACE, "Nope" },
+	{ NULL, MEMPROF_BUS_START }, { MEMPROF_BUS_MANAGER_IFACE, "Nope" },
 };
 static const char *const strings[] = {
 	"rate", "callstack_size", "follow_forks", "duration_us", "format_version", "zstd",
 	"output", "unwind", "stack_copy_size", "max_overhead", "fp", "dwarf", "auto", "",
-	MP_BUS_MANAGER_IFACE, MP_BUS_PROFILE_IFACE, "Version", "Stats", "MaxProfiles", "State",
-	"Processes", "ProcessModes", "Clients", "x",
+	MEMPROF_BUS_MANAGER_IFACE, MEMPROF_BUS_PROFILE_IFACE, MEMPROF_BUS_VERSION,
+	MEMPROF_BUS_STATS, MEMPROF_BUS_MAX_PROFILES, MEMPROF_BUS_STATE, MEMPROF_BUS_PROCESSES,
+	MEMPROF_BUS_PROCESS_STATUS, MEMPROF_BUS_CLIENTS, "x",
 };
 static const char *const signatures[] = { "", "s", "a{sv}", "aia{sv}", "ua{sv}", "v" };
 static const char *const arrays[] = { "i", "u", "s", "{sv}", "y", "(us)", "v", "ai" };

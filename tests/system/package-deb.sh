@@ -188,8 +188,11 @@ lib_checks() {	# lib_checks PACKAGE SONAME MAP SYMVERS
 lib_checks libmemprof0 libmemprof.so.0 userspace-lib/libmemprof.map "$SYMVER_libmemprof0"
 lib_checks libmemprof-preload0 libmemprof-preload.so.0 \
 	userspace-lib/preload/libmemprof-preload.map "$SYMVER_libmemprof_preload0"
-check "libmemprof's symbols carry the map's version nodes (LIBMEMPROF_0.2)" \
-	grep -q '^ memprof_client__connect@LIBMEMPROF_0.2 ' "$X/libmemprof0/DEBIAN/symbols"
+NODE=LIBMEMPROF_$(echo "$VER" | cut -d. -f1,2)
+check "libmemprof's symbols carry the version node of its version $VER ($NODE)" \
+	grep -q "^ memprof_client__connect@$NODE " "$X/libmemprof0/DEBIAN/symbols"
+check "  ... and no other node" eval "[ \"\$(awk '/^ / { sub(/.*@/, \"\", \$1); print \$1 }' \
+	'$X/libmemprof0/DEBIAN/symbols' | sort -u)\" = '$NODE' ]"
 
 # --- lintian ---------------------------------------------------------------------------------
 # Errors and warnings fail; each override in debian/ says why, on the comment line above it.

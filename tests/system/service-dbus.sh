@@ -56,6 +56,26 @@ check "busctl: the profile's properties" \
 check "busctl: Processes has per-process samples" wait_until 10 eval \
 	"\"\${BC[@]}\" get-property org.memprofd $PP org.memprofd.Profile1 Processes | \
 	 grep -Eq '^a\(usbttttddts\) 1 $W2 \"svc_phases\" false [1-9]'"
+# ProcessStatus: the same figures by name, each with its type; nothing positional.
+proc_status() {
+	"${BC[@]}" --json=short get-property org.memprofd "$PP" org.memprofd.Profile1 \
+		ProcessStatus | /usr/bin/python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+assert v["type"] == "aa{sv}", v["type"]
+(p,) = v["data"]
+want = {"pid": "u", "comm": "s", "exited": "b", "mode": "s", "sampled_blocks": "t",
+        "samples": "t", "live_samples": "t", "freed_blocks": "t", "drops": "t",
+        "est_alloc_bytes": "d", "est_live_bytes": "d", "trace": "s"}
+assert {k: e["type"] for k, e in p.items()} == want, p
+d = {k: e["data"] for k, e in p.items()}
+assert d["pid"] == int(sys.argv[1]) and d["comm"] == "svc_phases" and not d["exited"], d
+assert 0 < d["sampled_blocks"] <= d["samples"] and d["freed_blocks"] == 0, d
+assert d["live_samples"] == d["samples"] and d["est_alloc_bytes"] > 0, d
+assert d["trace"].endswith("/%s-svc_phases.ctf" % sys.argv[1]), d
+' "$W2" 2> "$MP_TMP/procstatus.err"
+}
+check "busctl: ProcessStatus names each process' fields" wait_until 10 proc_status || cat "$MP_TMP/procstatus.err"
 check "busctl: Stop on the profile object" \
 	"${BC[@]}" call org.memprofd "$PP" org.memprofd.Profile1 Stop
 check "busctl: State follows" eval "\"\${BC[@]}\" get-property org.memprofd $PP \

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * memprofd's client API (<memprof/client.h>): sd-bus, peer-to-peer on the daemon's private
- * socket. Manager1.Start/Stop/Discard/ListProfiles and Properties.GetAll on /org/memprofd,
- * Profile1.AddProcess and Properties.GetAll on /org/memprofd/profile/<id> (see memprofd(8)).
- * memprofctl's daemon commands are built on it.
+ * socket, speaking <memprof/bus.h>: Manager1.Start/Stop/Discard/ListProfiles and
+ * Properties.GetAll on the manager, Profile1.AddProcess and Properties.GetAll on a profile
+ * (see memprofd(8)). memprofctl's daemon commands are built on it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,25 +18,22 @@
 
 #include <systemd/sd-bus.h>
 
+#include <memprof/bus.h>
 #include <memprof/client.h>
 
-#define BUS_PATH		"/org/memprofd"
-#define BUS_PROFILE_PREFIX	"/org/memprofd/profile"
-#define BUS_MANAGER		"org.memprofd.Manager1"
-#define BUS_PROFILE		"org.memprofd.Profile1"
-#define PROC_SIG		"(usbttttddts)"
+#include "userspace-lib/client/bus_dict.h"
 
-/* memprofd's errors (daemon/service/bus.h) as errno values; sd-bus maps unknown names to EIO. */
+/* memprofd's errors as errno values (<memprof/bus.h>); sd-bus maps unknown names to EIO. */
 static const sd_bus_error_map memprof_errors[] = {
-	SD_BUS_ERROR_MAP("org.memprofd.Error.Busy", EBUSY),
-	SD_BUS_ERROR_MAP("org.memprofd.Error.NotFound", ENOENT),
-	SD_BUS_ERROR_MAP("org.memprofd.Error.NoSuchProcess", ESRCH),
-	SD_BUS_ERROR_MAP("org.memprofd.Error.NoAllocator", ENOEXEC),
-	SD_BUS_ERROR_MAP("org.memprofd.Error.PermissionDenied", EACCES),
-	SD_BUS_ERROR_MAP("org.memprofd.Error.InvalidArgs", EINVAL),
-	SD_BUS_ERROR_MAP("org.memprofd.Error.BadState", EINVAL),
-	SD_BUS_ERROR_MAP("org.memprofd.Error.LimitExceeded", ENOSPC),
-	SD_BUS_ERROR_MAP("org.memprofd.Error.Failed", EIO),
+	SD_BUS_ERROR_MAP(MEMPROF_BUS_ERR_BUSY, EBUSY),
+	SD_BUS_ERROR_MAP(MEMPROF_BUS_ERR_NOT_FOUND, ENOENT),
+	SD_BUS_ERROR_MAP(MEMPROF_BUS_ERR_NO_PROCESS, ESRCH),
+	SD_BUS_ERROR_MAP(MEMPROF_BUS_ERR_NO_ALLOCATOR, ENOEXEC),
+	SD_BUS_ERROR_MAP(MEMPROF_BUS_ERR_PERMISSION, EACCES),
+	SD_BUS_ERROR_MAP(MEMPROF_BUS_ERR_INVALID, EINVAL),
+	SD_BUS_ERROR_MAP(MEMPROF_BUS_ERR_BAD_STATE, EINVAL),
+	SD_BUS_ERROR_MAP(MEMPROF_BUS_ERR_LIMIT, ENOSPC),
+	SD_BUS_ERROR_MAP(MEMPROF_BUS_ERR_FAILED, EIO),
 	SD_BUS_ERROR_MAP_END
 };
 
@@ -64,6 +61,33 @@ static int bus_err(struct memprof_client *c, int r, const char *what, const sd_b
 	if (e && sd_bus_error_is_set(e) && e->message)
 		return set_err(c, r, "%s", e->message);
 	return set_err(c, r, "%s: %s", what, strerror(-r));
+}
+
+/*
+ * Send method call @m, built with the result @r (< 0: building it failed), and wait for its
+ * reply in *@reply (the caller unrefs it). @m is freed. On failure (-errno), c's message is
+ * the daemon's, or says that @what failed.
+ */
+static int call(struct memprof_client *c, sd_bus_message *m, int r, const char *what,
+		sd_bus_message **reply)
+{
+	sd_bus_error error = SD_BUS_ERROR_NULL;
+
+	*reply = NULL;
+	if (r < 0) {
+		sd_bus_message_unref(m);
+		return set_err(c, r, "Failed to build the request to %s: %s", what, strerror(-r));
+	}
+	r = sd_bus_call(c->bus, m, 0, &error, reply);
+	sd_bus_message_unref(m);
+	if (r < 0) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "Failed to %s", what);
+		bus_err(c, r, msg, &error);
+	}
+	sd_bus_error_free(&error);
+	return r;
 }
 
 /* D-Bus address values escape every byte outside [-0-9A-Za-z_/.\*] as %XX. */
@@ -98,7 +122,7 @@ int memprof_client__connect(const char *socket, struct memprof_client **ret)
 
 	*ret = NULL;
 	if (!socket)
-		socket = MEMPROF_CLIENT_DEFAULT_SOCKET;
+		socket = MEMPROF_BUS_SOCKET;
 	/* sd-bus says E2BIG for a path that does not fit a socket address */
 	if (strlen(socket) >= sizeof(((struct sockaddr_un *)NULL)->sun_path))
 		return -ENAMETOOLONG;
@@ -118,7 +142,8 @@ int memprof_client__connect(const char *socket, struct memprof_client **ret)
 		r = sd_bus_start(c->bus);
 	/* Finish the handshake now: a refusal shows here, not as an odd failure later. */
 	if (r >= 0)
-		r = sd_bus_call_method(c->bus, NULL, BUS_PATH, "org.freedesktop.DBus.Peer", "Ping",
+		r = sd_bus_call_method(c->bus, NULL, MEMPROF_BUS_PATH, "org.freedesktop.DBus.Peer",
+				       "Ping",
 				       NULL, NULL, "");
 	if (r == -ENOTCONN || r == -EPIPE)
 		r = -ECONNRESET;	/* the daemon closed it: too many clients of this user */
@@ -128,18 +153,6 @@ int memprof_client__connect(const char *socket, struct memprof_client **ret)
 	}
 	*ret = c;
 	return 0;
-}
-
-struct memprof_client *memprof_client__open(const char *socket)
-{
-	struct memprof_client *c;
-	int r = memprof_client__connect(socket, &c);
-
-	if (r < 0) {
-		errno = r == -ECONNRESET ? ECONNREFUSED : -r;
-		return NULL;
-	}
-	return c;
 }
 
 void memprof_client__free(struct memprof_client *c)
@@ -155,38 +168,14 @@ const char *memprof_client__errmsg(const struct memprof_client *c)
 	return c ? c->errmsg : "";
 }
 
-static int append_opt(sd_bus_message *m, const char *key, const char *type, ...)
-{
-	va_list ap;
-	int r;
-
-	r = sd_bus_message_open_container(m, 'e', "sv");
-	if (r >= 0)
-		r = sd_bus_message_append(m, "s", key);
-	if (r >= 0)
-		r = sd_bus_message_open_container(m, 'v', type);
-	if (r >= 0) {
-		va_start(ap, type);
-		r = sd_bus_message_appendv(m, type, ap);
-		va_end(ap);
-	}
-	if (r >= 0)
-		r = sd_bus_message_close_container(m);
-	if (r >= 0)
-		r = sd_bus_message_close_container(m);
-	return r;
-}
-
 /* A field of a caller's struct, or 0 when the caller's struct is older (shorter). */
 #define OPT(o, field) \
 	((o)->sz >= offsetof(__typeof__(*(o)), field) + sizeof((o)->field) ? (o)->field : 0)
 
-int memprof_client__start_ex(struct memprof_client *c, const pid_t *pids, size_t n,
-			     const struct memprof_client_start_opts *opts, int out_fd,
-			     uint32_t *id)
+int memprof_client__start(struct memprof_client *c, const pid_t *pids, size_t n,
+			  const struct memprof_client_start_opts *opts, int out_fd, uint32_t *id)
 {
 	static const struct memprof_client_start_opts none = { .sz = sizeof(none) };
-	sd_bus_error error = SD_BUS_ERROR_NULL;
 	sd_bus_message *m = NULL, *reply = NULL;
 	const struct memprof_client_start_opts *o = opts ? opts : &none;
 	const char *path, *unwind = OPT(o, unwind);
@@ -202,65 +191,46 @@ int memprof_client__start_ex(struct memprof_client *c, const pid_t *pids, size_t
 		return set_err(c, -ENOMEM, "Out of memory");
 	for (size_t i = 0; i < n; i++)
 		p32[i] = (int32_t)pids[i];
-	r = sd_bus_message_new_method_call(c->bus, &m, NULL, BUS_PATH, BUS_MANAGER, "Start");
+	r = sd_bus_message_new_method_call(c->bus, &m, NULL, MEMPROF_BUS_PATH,
+					   MEMPROF_BUS_MANAGER_IFACE, MEMPROF_BUS_START);
 	if (r >= 0)
 		r = sd_bus_message_append_array(m, 'i', p32, n * sizeof(*p32));
 	if (r >= 0)
 		r = sd_bus_message_open_container(m, 'a', "{sv}");
 	if (r >= 0 && OPT(o, rate) > 0)
-		r = append_opt(m, "rate", "d", o->rate);
+		r = mp_bus_dict_append(m, "rate", "d", o->rate);
 	if (r >= 0 && OPT(o, callstack_size))
-		r = append_opt(m, "callstack_size", "u", (uint32_t)o->callstack_size);
+		r = mp_bus_dict_append(m, "callstack_size", "u", (uint32_t)o->callstack_size);
 	if (r >= 0 && OPT(o, no_follow_forks))
-		r = append_opt(m, "follow_forks", "b", 0);
+		r = mp_bus_dict_append(m, "follow_forks", "b", 0);
 	if (r >= 0 && OPT(o, duration_us))
-		r = append_opt(m, "duration_us", "t", o->duration_us);
+		r = mp_bus_dict_append(m, "duration_us", "t", o->duration_us);
 	if (r >= 0 && OPT(o, format_version))
-		r = append_opt(m, "format_version", "q", o->format_version);
+		r = mp_bus_dict_append(m, "format_version", "q", o->format_version);
 	if (r >= 0 && OPT(o, zstd))
-		r = append_opt(m, "zstd", "b", 1);
+		r = mp_bus_dict_append(m, "zstd", "b", 1);
 	if (r >= 0 && OPT(o, max_overhead) > 0)
-		r = append_opt(m, "max_overhead", "d", o->max_overhead);
+		r = mp_bus_dict_append(m, "max_overhead", "d", o->max_overhead);
 	if (r >= 0 && unwind)
-		r = append_opt(m, "unwind", "s", unwind);
+		r = mp_bus_dict_append(m, "unwind", "s", unwind);
 	if (r >= 0 && stack_copy)
-		r = append_opt(m, "stack_copy_size", "u", (uint32_t)(stack_copy < 0 ? 0 : stack_copy));
+		r = mp_bus_dict_append(m, "stack_copy_size", "u",
+				       (uint32_t)(stack_copy < 0 ? 0 : stack_copy));
 	if (r >= 0 && out_fd >= 0)
-		r = append_opt(m, "output", "h", out_fd);
+		r = MP_BUS_DICT_PUT(m, MEMPROF_BUS_OPT_OUTPUT, out_fd);
 	if (r >= 0)
 		r = sd_bus_message_close_container(m);
 	free(p32);
-	if (r < 0) {
-		sd_bus_message_unref(m);
-		return set_err(c, r, "Failed to build the Start request: %s", strerror(-r));
-	}
-	r = sd_bus_call(c->bus, m, 0, &error, &reply);
-	sd_bus_message_unref(m);
-	if (r >= 0)
-		r = sd_bus_message_read(reply, "o", &path);
-	if (r >= 0 && sscanf(path, BUS_PROFILE_PREFIX "/%" SCNu32, id) != 1)
+	r = call(c, m, r, "start profiling", &reply);
+	if (r < 0)
+		return r;
+	r = sd_bus_message_read(reply, MEMPROF_BUS_SIG_PATH, &path);
+	if (r >= 0 && sscanf(path, MEMPROF_BUS_PROFILE_PREFIX "/%" SCNu32, id) != 1)
 		r = -EBADMSG;
 	if (r < 0)
-		bus_err(c, r, "Failed to start profiling", &error);
-	sd_bus_error_free(&error);
+		set_err(c, r, "Failed to read the reply to Start: %s", strerror(-r));
 	sd_bus_message_unref(reply);
 	return r < 0 ? r : 0;
-}
-
-int memprof_client__start(struct memprof_client *c, const pid_t *pids, size_t n,
-			  const struct memprof_client_opts *opts, int out_fd, uint32_t *id)
-{
-	struct memprof_client_start_opts o = { .sz = sizeof(o) };
-
-	if (opts) {
-		o.rate = opts->rate;
-		o.callstack_size = opts->callstack_size;
-		o.no_follow_forks = opts->no_follow_forks;
-		o.duration_us = opts->duration_us;
-		o.format_version = opts->format_version;
-		o.zstd = opts->zstd;
-	}
-	return memprof_client__start_ex(c, pids, n, &o, out_fd, id);
 }
 
 static int call_id(struct memprof_client *c, const char *method, uint32_t id)
@@ -269,7 +239,8 @@ static int call_id(struct memprof_client *c, const char *method, uint32_t id)
 	int r;
 
 	c->errmsg[0] = '\0';
-	r = sd_bus_call_method(c->bus, NULL, BUS_PATH, BUS_MANAGER, method, &error, NULL, "u", id);
+	r = sd_bus_call_method(c->bus, NULL, MEMPROF_BUS_PATH, MEMPROF_BUS_MANAGER_IFACE, method,
+			       &error, NULL, MEMPROF_BUS_SIG_ID, id);
 	if (r < 0)
 		bus_err(c, r, method, &error);
 	sd_bus_error_free(&error);
@@ -278,56 +249,57 @@ static int call_id(struct memprof_client *c, const char *method, uint32_t id)
 
 int memprof_client__stop(struct memprof_client *c, uint32_t id)
 {
-	return call_id(c, "Stop", id);
+	return call_id(c, MEMPROF_BUS_STOP, id);
 }
 
 int memprof_client__discard(struct memprof_client *c, uint32_t id)
 {
-	return call_id(c, "Discard", id);
+	return call_id(c, MEMPROF_BUS_DISCARD, id);
+}
+
+/* The object of profile @id. */
+static void profile_path(uint32_t id, char *path, size_t len)
+{
+	snprintf(path, len, MEMPROF_BUS_PROFILE_PREFIX "/%" PRIu32, id);
 }
 
 int memprof_client__add_process(struct memprof_client *c, uint32_t id, pid_t pid, int out_fd)
 {
-	sd_bus_error error = SD_BUS_ERROR_NULL;
 	sd_bus_message *m = NULL, *reply = NULL;
 	char path[128];
 	int r, followed = 0;
 
 	c->errmsg[0] = '\0';
-	snprintf(path, sizeof(path), BUS_PROFILE_PREFIX "/%" PRIu32, id);
-	r = sd_bus_message_new_method_call(c->bus, &m, NULL, path, BUS_PROFILE, "AddProcess");
+	profile_path(id, path, sizeof(path));
+	r = sd_bus_message_new_method_call(c->bus, &m, NULL, path, MEMPROF_BUS_PROFILE_IFACE,
+					   MEMPROF_BUS_ADD_PROCESS);
 	if (r >= 0)
-		r = sd_bus_message_append(m, "u", (uint32_t)pid);
+		r = sd_bus_message_append(m, MEMPROF_BUS_SIG_PID, (uint32_t)pid);
 	if (r >= 0)
 		r = sd_bus_message_open_container(m, 'a', "{sv}");
 	if (r >= 0 && out_fd >= 0)
-		r = append_opt(m, "output", "h", out_fd);
+		r = MP_BUS_DICT_PUT(m, MEMPROF_BUS_OPT_OUTPUT, out_fd);
 	if (r >= 0)
 		r = sd_bus_message_close_container(m);
-	if (r < 0) {
-		sd_bus_message_unref(m);
-		return set_err(c, r, "Failed to build the AddProcess request: %s", strerror(-r));
-	}
-	r = sd_bus_call(c->bus, m, 0, &error, &reply);
-	sd_bus_message_unref(m);
-	if (r >= 0)
-		r = sd_bus_message_read(reply, "b", &followed);
+	r = call(c, m, r, "add the process", &reply);
 	if (r < 0)
-		bus_err(c, r, "Failed to add the process", &error);
-	sd_bus_error_free(&error);
+		return r;
+	r = sd_bus_message_read(reply, MEMPROF_BUS_SIG_FOLLOWED, &followed);
+	if (r < 0)
+		set_err(c, r, "Failed to read the reply to AddProcess: %s", strerror(-r));
 	sd_bus_message_unref(reply);
 	return r < 0 ? r : !!followed;
 }
 
-/* ---- properties ---- */
+/* ---- properties and dictionaries, read by name ---- */
 
 static enum memprof_client_state parse_state(const char *s)
 {
-	if (!strcmp(s, "sampling"))
+	if (!strcmp(s, MEMPROF_BUS_STATE_SAMPLING))
 		return MEMPROF_CLIENT_SAMPLING;
-	if (!strcmp(s, "stopped"))
+	if (!strcmp(s, MEMPROF_BUS_STATE_STOPPED))
 		return MEMPROF_CLIENT_STOPPED;
-	if (!strcmp(s, "discarded"))
+	if (!strcmp(s, MEMPROF_BUS_STATE_DISCARDED))
 		return MEMPROF_CLIENT_DISCARDED;
 	return MEMPROF_CLIENT_UNKNOWN;
 }
@@ -339,47 +311,133 @@ static int dup_str(char **out, const char *s)
 	return *out ? 0 : -ENOMEM;
 }
 
-static int read_str(sd_bus_message *m, char **out)
-{
-	const char *s;
-	int r = sd_bus_message_read(m, "v", "s", &s);
+/*
+ * One named value of a dictionary (a{sv}: a Properties.GetAll reply, a process' status): its
+ * name, the signature of its value, and where it goes in the caller's struct, or @read for a
+ * value that is not a plain one.
+ */
+struct field {
+	const char *key;
+	char type;			/* 'u', 't', 'q', 'd', 'b' or 's' (a strdup'ed char *) */
+	size_t off;
+	int (*read)(sd_bus_message *m, void *base);
+};
 
-	return r < 0 ? r : dup_str(out, s);
+/* The field @member of struct @st holding @key, of the one-letter signature key##_SIG. */
+#define FIELD(st, key, member) { key, key##_SIG[0], offsetof(struct st, member), NULL }
+
+/* Read the variant of @f into the struct at @base. */
+static int read_field(sd_bus_message *m, const struct field *f, void *base)
+{
+	char *p = (char *)base + f->off, type[2] = { f->type, '\0' };
+	const char *str;
+	int b, r;
+
+	if (f->read)
+		return f->read(m, base);
+	switch (f->type) {
+	case 'b':
+		r = sd_bus_message_read(m, "v", "b", &b);
+		if (r >= 0)
+			*(bool *)p = b;
+		return r;
+	case 's':
+		r = sd_bus_message_read(m, "v", "s", &str);
+		return r < 0 ? r : dup_str((char **)p, str);
+	default:
+		return sd_bus_message_read(m, "v", type, p);
+	}
 }
 
-static int read_bool(sd_bus_message *m, bool *out)
+/* An a{sv}: each value whose name is in @fields (@n of them) read into @base, others skipped. */
+static int read_dict(sd_bus_message *m, const struct field *fields, size_t n, void *base)
 {
-	int b, r = sd_bus_message_read(m, "v", "b", &b);
+	int r = sd_bus_message_enter_container(m, 'a', "{sv}");
 
-	*out = b;
-	return r;
-}
-
-/* After reading a property's array (r: the last read's result): leave the array and variant. */
-static int leave_variant_array(sd_bus_message *m, int r)
-{
-	if (r >= 0)
-		r = sd_bus_message_exit_container(m);
-	if (r >= 0)
-		r = sd_bus_message_exit_container(m);
-	return r;
-}
-
-/* A Properties.GetAll reply: each (name, variant) through @fn, which reads or skips the value. */
-static int parse_all(sd_bus_message *reply,
-		     int (*fn)(sd_bus_message *m, const char *key, void *ctx), void *ctx)
-{
-	int r = sd_bus_message_enter_container(reply, 'a', "{sv}");
-
-	while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
+	while (r >= 0 && (r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
+		const struct field *f = NULL;
 		const char *k;
 
-		r = sd_bus_message_read(reply, "s", &k);
+		r = sd_bus_message_read(m, "s", &k);
+		for (size_t i = 0; r >= 0 && !f && i < n; i++)
+			if (!strcmp(k, fields[i].key))
+				f = &fields[i];
 		if (r >= 0)
-			r = fn(reply, k, ctx);
+			r = f ? read_field(m, f, base) : sd_bus_message_skip(m, "v");
 		if (r >= 0)
-			r = sd_bus_message_exit_container(reply);
+			r = sd_bus_message_exit_container(m);
 	}
+	if (r >= 0)
+		r = sd_bus_message_exit_container(m);
+	return r;
+}
+
+/* Append an element of @size bytes, zeroed, to the array *@v of *@n (capacity *@cap). */
+static void *grow(void *v, size_t *n, size_t *cap, size_t size)
+{
+	char *a;
+
+	memcpy(&a, v, sizeof(a));
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 8;
+
+		a = realloc(a, ncap * size);
+		if (!a)
+			return NULL;
+		memcpy(v, &a, sizeof(a));
+		*cap = ncap;
+	}
+	memset(a + *n * size, 0, size);
+	return a + (*n)++ * size;
+}
+
+static const struct field process_fields[] = {
+	FIELD(memprof_client_process, MEMPROF_PROC_PID, pid),
+	FIELD(memprof_client_process, MEMPROF_PROC_COMM, comm),
+	FIELD(memprof_client_process, MEMPROF_PROC_EXITED, exited),
+	FIELD(memprof_client_process, MEMPROF_PROC_MODE, mode),
+	FIELD(memprof_client_process, MEMPROF_PROC_SAMPLED_BLOCKS, samples),
+	FIELD(memprof_client_process, MEMPROF_PROC_SAMPLES, nsamples),
+	FIELD(memprof_client_process, MEMPROF_PROC_LIVE_SAMPLES, live_nsamples),
+	FIELD(memprof_client_process, MEMPROF_PROC_FREED_BLOCKS, frees),
+	FIELD(memprof_client_process, MEMPROF_PROC_DROPS, drops),
+	FIELD(memprof_client_process, MEMPROF_PROC_EST_ALLOC_BYTES, est_alloc_bytes),
+	FIELD(memprof_client_process, MEMPROF_PROC_EST_LIVE_BYTES, est_live_bytes),
+	FIELD(memprof_client_process, MEMPROF_PROC_TRACE, trace),
+	FIELD(memprof_client_process, MEMPROF_PROC_DETACHED_REASON, detached_reason),
+	FIELD(memprof_client_process, MEMPROF_PROC_WRITE_ERROR, write_error),
+	FIELD(memprof_client_process, MEMPROF_PROC_WRITE_ERROR_SINCE, write_error_since_us),
+	FIELD(memprof_client_process, MEMPROF_PROC_LOST_WRITES, lost_writes),
+};
+
+#define NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ProcessStatus: aa{sv}, one process each. */
+static int read_processes(sd_bus_message *m, void *base)
+{
+	struct memprof_client_profile *p = base;
+	size_t cap = 0;
+	int r;
+
+	r = sd_bus_message_enter_container(m, 'v', MEMPROF_BUS_PROCESS_STATUS_SIG);
+	if (r >= 0)
+		r = sd_bus_message_enter_container(m, 'a', MEMPROF_BUS_PROCESS_STATUS_ENTRY);
+	while (r >= 0 && (r = sd_bus_message_at_end(m, false)) == 0) {
+		struct memprof_client_process *c = grow(&p->procs, &p->nprocs, &cap, sizeof(*c));
+
+		if (!c)
+			return -ENOMEM;
+		r = read_dict(m, process_fields, NFIELDS(process_fields), c);
+		/* a name the daemon does not have: no trace of its own, an unnamed command */
+		if (r >= 0 && !c->trace)
+			r = dup_str(&c->trace, "");
+		if (r >= 0 && !c->comm)
+			r = dup_str(&c->comm, "");
+	}
+	if (r >= 0)
+		r = sd_bus_message_exit_container(m);
+	if (r >= 0)
+		r = sd_bus_message_exit_container(m);
 	return r;
 }
 
@@ -392,243 +450,78 @@ void memprof_client_profile__free(struct memprof_client_profile *p)
 		free(p->procs[i].mode);
 		free(p->procs[i].trace);
 		free(p->procs[i].detached_reason);
+		free(p->procs[i].write_error);
 	}
 	free(p->procs);
-	for (size_t i = 0; i < p->nwrite_errors; i++)
-		free(p->write_errors[i].error);
-	free(p->write_errors);
 	free(p->path);
 	free(p->state_name);
 	free(p->directory);
 	free(p);
 }
 
-static int read_procs(sd_bus_message *m, struct memprof_client_profile *p)
+static const struct field profile_fields[] = {
+	FIELD(memprof_client_profile, MEMPROF_BUS_ID, id),
+	FIELD(memprof_client_profile, MEMPROF_BUS_STATE, state_name),
+	FIELD(memprof_client_profile, MEMPROF_BUS_DIRECTORY, directory),
+	FIELD(memprof_client_profile, MEMPROF_BUS_OWNER, owner_uid),
+	FIELD(memprof_client_profile, MEMPROF_BUS_RATE, rate),
+	FIELD(memprof_client_profile, MEMPROF_BUS_CALLSTACK_SIZE, callstack_size),
+	FIELD(memprof_client_profile, MEMPROF_BUS_FOLLOW_FORKS, follow_forks),
+	FIELD(memprof_client_profile, MEMPROF_BUS_DURATION, duration_us),
+	FIELD(memprof_client_profile, MEMPROF_BUS_FORMAT_VERSION, format_version),
+	FIELD(memprof_client_profile, MEMPROF_BUS_COMPRESSED, compressed),
+	FIELD(memprof_client_profile, MEMPROF_BUS_START_TIMESTAMP, start_us),
+	{ MEMPROF_BUS_PROCESS_STATUS, 0, 0, read_processes },
+};
+
+/* Properties.GetAll of @iface at @path into @base, by @fields. */
+static int get_all(struct memprof_client *c, const char *path, const char *iface,
+		   const struct field *fields, size_t n, void *base, sd_bus_error *error)
 {
-	size_t cap = 0;
+	sd_bus_message *reply = NULL;
 	int r;
 
-	r = sd_bus_message_enter_container(m, 'v', "a" PROC_SIG);
+	r = sd_bus_call_method(c->bus, NULL, path, "org.freedesktop.DBus.Properties", "GetAll",
+			       error, &reply, "s", iface);
 	if (r >= 0)
-		r = sd_bus_message_enter_container(m, 'a', PROC_SIG);
-	while (r >= 0) {
-		struct memprof_client_process c = { 0 };
-		const char *comm, *trace;
-		uint32_t pid;
-		int exited;
-
-		r = sd_bus_message_read(m, PROC_SIG, &pid, &comm, &exited, &c.samples, &c.nsamples,
-					&c.live_nsamples, &c.frees, &c.est_alloc_bytes,
-					&c.est_live_bytes, &c.drops, &trace);
-		if (r <= 0)
-			break;
-		if (p->nprocs == cap) {
-			struct memprof_client_process *np;
-
-			cap = cap ? cap * 2 : 8;
-			np = realloc(p->procs, cap * sizeof(*np));
-			if (!np)
-				return -ENOMEM;
-			p->procs = np;
-		}
-		c.pid = (pid_t)pid;
-		c.exited = exited;
-		c.comm = strdup(comm);
-		c.trace = strdup(trace);
-		p->procs[p->nprocs++] = c;
-		if (!c.comm || !c.trace)
-			return -ENOMEM;
-	}
-	return leave_variant_array(m, r);
-}
-
-/* ProcessModes / ProcessDetached (after Processes): a(us), a string per pid. */
-static int read_pid_strings(sd_bus_message *m, struct memprof_client_profile *p, bool detached)
-{
-	const char *s;
-	uint32_t pid;
-	int r;
-
-	r = sd_bus_message_enter_container(m, 'v', "a(us)");
-	if (r >= 0)
-		r = sd_bus_message_enter_container(m, 'a', "(us)");
-	while (r >= 0 && (r = sd_bus_message_read(m, "(us)", &pid, &s)) > 0) {
-		for (size_t i = 0; i < p->nprocs; i++) {
-			char **f = detached ? &p->procs[i].detached_reason : &p->procs[i].mode;
-
-			if (p->procs[i].pid != (pid_t)pid || *f)
-				continue;
-			*f = strdup(s);
-			if (!*f)
-				return -ENOMEM;
-		}
-	}
-	return leave_variant_array(m, r);
-}
-
-/* ProcessWriteErrors: a(ustt), (pid, error, since, lost). */
-static int read_write_errors(sd_bus_message *m, struct memprof_client_profile *p)
-{
-	struct memprof_client_write_error we;
-	const char *name;
-	size_t cap = 0;
-	uint32_t pid;
-	int r;
-
-	r = sd_bus_message_enter_container(m, 'v', "a(ustt)");
-	if (r >= 0)
-		r = sd_bus_message_enter_container(m, 'a', "(ustt)");
-	while (r >= 0 && (r = sd_bus_message_read(m, "(ustt)", &pid, &name, &we.since_us,
-						  &we.lost)) > 0) {
-		if (p->nwrite_errors == cap) {
-			struct memprof_client_write_error *n;
-
-			cap = cap ? cap * 2 : 4;
-			n = realloc(p->write_errors, cap * sizeof(*n));
-			if (!n)
-				return -ENOMEM;
-			p->write_errors = n;
-		}
-		we.pid = (pid_t)pid;
-		we.error = strdup(name);
-		if (!we.error)
-			return -ENOMEM;
-		p->write_errors[p->nwrite_errors++] = we;
-	}
-	return leave_variant_array(m, r);
-}
-
-static int read_profile_prop(sd_bus_message *reply, const char *k, void *ctx)
-{
-	struct memprof_client_profile *p = ctx;
-	uint32_t u;
-	int r;
-
-	if (!strcmp(k, "Id"))
-		return sd_bus_message_read(reply, "v", "u", &p->id);
-	if (!strcmp(k, "State")) {
-		r = read_str(reply, &p->state_name);
-		if (r >= 0)
-			p->state = parse_state(p->state_name);
-		return r;
-	}
-	if (!strcmp(k, "Directory"))
-		return read_str(reply, &p->directory);
-	if (!strcmp(k, "Owner"))
-		return sd_bus_message_read(reply, "v", "u", &p->owner_uid);
-	if (!strcmp(k, "Rate"))
-		return sd_bus_message_read(reply, "v", "d", &p->rate);
-	if (!strcmp(k, "CallstackSize")) {
-		r = sd_bus_message_read(reply, "v", "u", &u);
-		p->callstack_size = u;
-		return r;
-	}
-	if (!strcmp(k, "FollowForks"))
-		return read_bool(reply, &p->follow_forks);
-	if (!strcmp(k, "DurationUSec"))
-		return sd_bus_message_read(reply, "v", "t", &p->duration_us);
-	if (!strcmp(k, "FormatVersion"))
-		return sd_bus_message_read(reply, "v", "q", &p->format_version);
-	if (!strcmp(k, "Compressed"))
-		return read_bool(reply, &p->compressed);
-	if (!strcmp(k, "StartTimestamp"))
-		return sd_bus_message_read(reply, "v", "t", &p->start_us);
-	if (!strcmp(k, "Processes"))
-		return read_procs(reply, p);
-	if (!strcmp(k, "ProcessModes"))
-		return read_pid_strings(reply, p, false);
-	if (!strcmp(k, "ProcessDetached"))
-		return read_pid_strings(reply, p, true);
-	if (!strcmp(k, "ProcessWriteErrors"))
-		return read_write_errors(reply, p);
-	return sd_bus_message_skip(reply, "v");
+		r = read_dict(reply, fields, n, base);
+	sd_bus_message_unref(reply);
+	return r;
 }
 
 int memprof_client__profile(struct memprof_client *c, uint32_t id,
 			    struct memprof_client_profile **ret)
 {
 	sd_bus_error error = SD_BUS_ERROR_NULL;
-	sd_bus_message *reply = NULL;
 	struct memprof_client_profile *p;
 	char path[128];
 	int r;
 
 	c->errmsg[0] = '\0';
 	*ret = NULL;
-	snprintf(path, sizeof(path), BUS_PROFILE_PREFIX "/%" PRIu32, id);
-	r = sd_bus_call_method(c->bus, NULL, path, "org.freedesktop.DBus.Properties", "GetAll",
-			       &error, &reply, "s", BUS_PROFILE);
-	if (r < 0) {
-		if (sd_bus_error_has_name(&error, SD_BUS_ERROR_UNKNOWN_OBJECT) ||
-		    sd_bus_error_has_name(&error, SD_BUS_ERROR_UNKNOWN_INTERFACE))
-			r = set_err(c, -ENOENT, "No profile %" PRIu32, id);
-		else
-			bus_err(c, r, "Failed to read the profile", &error);
-		sd_bus_error_free(&error);
-		return r;
-	}
+	profile_path(id, path, sizeof(path));
 	p = calloc(1, sizeof(*p));
 	r = p ? dup_str(&p->path, path) : -ENOMEM;
 	if (r >= 0)
-		r = parse_all(reply, read_profile_prop, p);
-	sd_bus_message_unref(reply);
+		r = get_all(c, path, MEMPROF_BUS_PROFILE_IFACE, profile_fields,
+			    NFIELDS(profile_fields), p, &error);
 	if (r >= 0 && (!p->state_name || !p->directory))
 		r = -EBADMSG;
 	if (r < 0) {
 		memprof_client_profile__free(p);
-		return set_err(c, r, "Failed to parse profile %" PRIu32 "'s properties: %s", id,
-			       strerror(-r));
-	}
-	*ret = p;
-	return 0;
-}
-
-void memprof_client_status__done(struct memprof_client_status *st)
-{
-	if (!st)
-		return;
-	free(st->procs);
-	memset(st, 0, sizeof(*st));
-}
-
-int memprof_client__status(struct memprof_client *c, uint32_t id,
-			   struct memprof_client_status *st)
-{
-	struct memprof_client_profile *p;
-	int r;
-
-	memset(st, 0, sizeof(*st));
-	r = memprof_client__profile(c, id, &p);
-	if (r < 0)
+		if (sd_bus_error_has_name(&error, SD_BUS_ERROR_UNKNOWN_OBJECT) ||
+		    sd_bus_error_has_name(&error, SD_BUS_ERROR_UNKNOWN_INTERFACE))
+			r = set_err(c, -ENOENT, "No profile %" PRIu32, id);
+		else if (sd_bus_error_is_set(&error))
+			bus_err(c, r, "Failed to read the profile", &error);
+		else
+			set_err(c, r, "Failed to parse profile %" PRIu32 "'s properties: %s", id,
+				strerror(-r));
+		sd_bus_error_free(&error);
 		return r;
-	st->procs = calloc(p->nprocs ? p->nprocs : 1, sizeof(*st->procs));
-	if (!st->procs) {
-		memprof_client_profile__free(p);
-		return set_err(c, -ENOMEM, "Out of memory");
 	}
-	st->state = p->state;
-	snprintf(st->state_name, sizeof(st->state_name), "%s", p->state_name);
-	st->rate = p->rate;
-	st->callstack_size = p->callstack_size;
-	st->start_us = p->start_us;
-	st->nprocs = p->nprocs;
-	for (size_t i = 0; i < p->nprocs; i++) {
-		const struct memprof_client_process *s = &p->procs[i];
-		struct memprof_client_proc *d = &st->procs[i];
-
-		d->pid = s->pid;
-		snprintf(d->comm, sizeof(d->comm), "%s", s->comm);
-		snprintf(d->mode, sizeof(d->mode), "%s", s->mode ? s->mode : "");
-		d->exited = s->exited;
-		d->samples = s->samples;
-		d->nsamples = s->nsamples;
-		d->live_nsamples = s->live_nsamples;
-		d->frees = s->frees;
-		d->drops = s->drops;
-		d->est_alloc_bytes = s->est_alloc_bytes;
-		d->est_live_bytes = s->est_live_bytes;
-	}
-	memprof_client_profile__free(p);
+	p->state = parse_state(p->state_name);
+	*ret = p;
 	return 0;
 }
 
@@ -641,7 +534,7 @@ void memprof_client_list__free(struct memprof_client_entry *v, size_t n)
 	free(v);
 }
 
-/* One (usoudau) of ListProfiles. */
+/* One entry of ListProfiles (MEMPROF_BUS_PROFILE_LIST_ENTRY). */
 static int read_entry(sd_bus_message *m, struct memprof_client_entry *e)
 {
 	const char *state, *path;
@@ -657,14 +550,11 @@ static int read_entry(sd_bus_message *m, struct memprof_client_entry *e)
 	e->state = parse_state(state);
 	r = sd_bus_message_enter_container(m, 'a', "u");
 	while (r >= 0 && (r = sd_bus_message_read(m, "u", &pid)) > 0) {
-		if (e->npids == cap) {
-			pid_t *np = realloc(e->pids, (cap = cap ? cap * 2 : 8) * sizeof(*np));
+		pid_t *slot = grow(&e->pids, &e->npids, &cap, sizeof(*slot));
 
-			if (!np)
-				return -ENOMEM;
-			e->pids = np;
-		}
-		e->pids[e->npids++] = (pid_t)pid;
+		if (!slot)
+			return -ENOMEM;
+		*slot = (pid_t)pid;
 	}
 	if (r >= 0)
 		r = sd_bus_message_exit_container(m);
@@ -683,28 +573,19 @@ int memprof_client__list(struct memprof_client *c, struct memprof_client_entry *
 	c->errmsg[0] = '\0';
 	*ret = NULL;
 	*n = 0;
-	r = sd_bus_call_method(c->bus, NULL, BUS_PATH, BUS_MANAGER, "ListProfiles", &error,
-			       &reply, "");
+	r = sd_bus_call_method(c->bus, NULL, MEMPROF_BUS_PATH, MEMPROF_BUS_MANAGER_IFACE,
+			       MEMPROF_BUS_LIST_PROFILES, &error, &reply, "");
 	if (r < 0) {
 		bus_err(c, r, "Failed to list profiles", &error);
 		sd_bus_error_free(&error);
 		return r;
 	}
-	r = sd_bus_message_enter_container(reply, 'a', "(usoudau)");
-	while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'r', "usoudau")) > 0) {
-		if (cnt == cap) {
-			struct memprof_client_entry *nv;
+	r = sd_bus_message_enter_container(reply, 'a', "(" MEMPROF_BUS_PROFILE_LIST_ENTRY ")");
+	while (r >= 0 && (r = sd_bus_message_enter_container(reply, 'r',
+							     MEMPROF_BUS_PROFILE_LIST_ENTRY)) > 0) {
+		struct memprof_client_entry *e = grow(&v, &cnt, &cap, sizeof(*e));
 
-			cap = cap ? cap * 2 : 8;
-			nv = realloc(v, cap * sizeof(*nv));
-			if (!nv) {
-				r = -ENOMEM;
-				break;
-			}
-			v = nv;
-		}
-		memset(&v[cnt], 0, sizeof(v[cnt]));
-		r = read_entry(reply, &v[cnt++]);
+		r = e ? read_entry(reply, e) : -ENOMEM;
 		if (r >= 0)
 			r = sd_bus_message_exit_container(reply);
 	}
@@ -734,8 +615,9 @@ void memprof_client_daemon__free(struct memprof_client_daemon *d)
 
 #define MAX_STATS 256	/* counters read from Stats; more are ignored */
 
-static int read_stats(sd_bus_message *m, struct memprof_client_daemon *d)
+static int read_stats(sd_bus_message *m, void *base)
 {
+	struct memprof_client_daemon *d = base;
 	const char *name;
 	uint64_t v;
 	int r;
@@ -744,10 +626,11 @@ static int read_stats(sd_bus_message *m, struct memprof_client_daemon *d)
 	d->stat_values = calloc(MAX_STATS, sizeof(*d->stat_values));
 	if (!d->stat_names || !d->stat_values)
 		return -ENOMEM;
-	r = sd_bus_message_enter_container(m, 'v', "a(st)");
+	r = sd_bus_message_enter_container(m, 'v', MEMPROF_BUS_STATS_SIG);
 	if (r >= 0)
-		r = sd_bus_message_enter_container(m, 'a', "(st)");
-	while (r >= 0 && (r = sd_bus_message_read(m, "(st)", &name, &v)) > 0) {
+		r = sd_bus_message_enter_container(m, 'a', "(" MEMPROF_BUS_STATS_ENTRY ")");
+	while (r >= 0 && (r = sd_bus_message_read(m, "(" MEMPROF_BUS_STATS_ENTRY ")", &name,
+						  &v)) > 0) {
 		if (d->nstats >= MAX_STATS)
 			continue;
 		d->stat_names[d->nstats] = strdup(name);
@@ -755,63 +638,46 @@ static int read_stats(sd_bus_message *m, struct memprof_client_daemon *d)
 			return -ENOMEM;
 		d->stat_values[d->nstats++] = v;
 	}
-	return leave_variant_array(m, r);
-}
-
-static int read_daemon_prop(sd_bus_message *reply, const char *k, void *ctx)
-{
-	struct memprof_client_daemon *d = ctx;
-	uint32_t u;
-	int r;
-
-	if (!strcmp(k, "Version"))
-		return read_str(reply, &d->version);
-	if (!strcmp(k, "StateDirectory"))
-		return read_str(reply, &d->state_dir);
-	if (!strcmp(k, "Mechanisms"))
-		return read_str(reply, &d->mechanisms);
-	if (!strcmp(k, "DefaultRate"))
-		return sd_bus_message_read(reply, "v", "d", &d->default_rate);
-	if (!strcmp(k, "RefusedClients"))
-		return sd_bus_message_read(reply, "v", "t", &d->refused_clients);
-	if (!strcmp(k, "Stats"))
-		return read_stats(reply, d);
-	if (strcmp(k, "DefaultCallstackSize") && strcmp(k, "MaxProfiles") && strcmp(k, "Clients"))
-		return sd_bus_message_skip(reply, "v");
-	r = sd_bus_message_read(reply, "v", "u", &u);
-	if (k[0] == 'D')
-		d->default_callstack_size = u;
-	else if (k[0] == 'M')
-		d->max_profiles = u;
-	else
-		d->clients = u;
+	if (r >= 0)
+		r = sd_bus_message_exit_container(m);
+	if (r >= 0)
+		r = sd_bus_message_exit_container(m);
 	return r;
 }
+
+static const struct field daemon_fields[] = {
+	FIELD(memprof_client_daemon, MEMPROF_BUS_VERSION, version),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_STATE_DIRECTORY, state_dir),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_MECHANISMS, mechanisms),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_DEFAULT_RATE, default_rate),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_DEFAULT_CALLSTACK, default_callstack_size),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_MAX_PROFILES, max_profiles),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_CLIENTS, clients),
+	FIELD(memprof_client_daemon, MEMPROF_BUS_REFUSED_CLIENTS, refused_clients),
+	{ MEMPROF_BUS_STATS, 0, 0, read_stats },
+};
 
 int memprof_client__daemon(struct memprof_client *c, struct memprof_client_daemon **ret)
 {
 	sd_bus_error error = SD_BUS_ERROR_NULL;
-	sd_bus_message *reply = NULL;
 	struct memprof_client_daemon *d;
 	int r;
 
 	c->errmsg[0] = '\0';
 	*ret = NULL;
-	r = sd_bus_call_method(c->bus, NULL, BUS_PATH, "org.freedesktop.DBus.Properties", "GetAll",
-			       &error, &reply, "s", BUS_MANAGER);
-	if (r < 0) {
-		bus_err(c, r, "Failed to read memprofd's state", &error);
-		sd_bus_error_free(&error);
-		return r;
-	}
 	d = calloc(1, sizeof(*d));
-	r = d ? parse_all(reply, read_daemon_prop, d) : -ENOMEM;
-	sd_bus_message_unref(reply);
+	r = d ? get_all(c, MEMPROF_BUS_PATH, MEMPROF_BUS_MANAGER_IFACE, daemon_fields,
+			NFIELDS(daemon_fields), d, &error) : -ENOMEM;
 	if (r >= 0 && (!d->version || !d->state_dir))
 		r = -EBADMSG;
 	if (r < 0) {
 		memprof_client_daemon__free(d);
-		return set_err(c, r, "Failed to parse memprofd's state: %s", strerror(-r));
+		if (sd_bus_error_is_set(&error))
+			bus_err(c, r, "Failed to read memprofd's state", &error);
+		else
+			set_err(c, r, "Failed to parse memprofd's state: %s", strerror(-r));
+		sd_bus_error_free(&error);
+		return r;
 	}
 	*ret = d;
 	return 0;
@@ -845,7 +711,7 @@ int memprof_client__wait(struct memprof_client *c, uint32_t id, uint64_t timeout
 	int r;
 
 	c->errmsg[0] = '\0';
-	snprintf(path, sizeof(path), BUS_PROFILE_PREFIX "/%" PRIu32, id);
+	profile_path(id, path, sizeof(path));
 	/* Subscribe first, then read: no state change can fall in between. */
 	r = sd_bus_match_signal(c->bus, &slot, NULL, path, "org.freedesktop.DBus.Properties",
 				"PropertiesChanged", on_changed, &changed);
@@ -858,7 +724,8 @@ int memprof_client__wait(struct memprof_client *c, uint32_t id, uint64_t timeout
 			changed = false;
 			free(state);
 			state = NULL;
-			r = sd_bus_get_property_string(c->bus, NULL, path, BUS_PROFILE, "State",
+			r = sd_bus_get_property_string(c->bus, NULL, path,
+						       MEMPROF_BUS_PROFILE_IFACE, MEMPROF_BUS_STATE,
 						       &error, &state);
 			if (r < 0) {
 				if (sd_bus_error_has_name(&error, SD_BUS_ERROR_UNKNOWN_OBJECT))
@@ -867,7 +734,7 @@ int memprof_client__wait(struct memprof_client *c, uint32_t id, uint64_t timeout
 					bus_err(c, r, "Failed to read the profile's state", &error);
 				break;
 			}
-			if (strcmp(state, "sampling")) {
+			if (strcmp(state, MEMPROF_BUS_STATE_SAMPLING)) {
 				r = 0;
 				break;
 			}

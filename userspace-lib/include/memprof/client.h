@@ -16,21 +16,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <memprof/bus.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define MEMPROF_CLIENT_DEFAULT_SOCKET	"/run/memprofd/bus"
-
-/* What a new profile asks for; zero values mean "the daemon's default". */
-struct memprof_client_opts {
-	double rate;			/* λ per word, (0, 1] */
-	unsigned int callstack_size;	/* frames per sample */
-	bool no_follow_forks;		/* do not profile children forked later */
-	uint64_t duration_us;		/* stop after this long */
-	uint16_t format_version;	/* memtrace format 2 or 3 */
-	bool zstd;			/* compress the trace */
-};
 
 enum memprof_client_state {
 	MEMPROF_CLIENT_UNKNOWN = 0,	/* a state this library does not know */
@@ -39,34 +29,31 @@ enum memprof_client_state {
 	MEMPROF_CLIENT_DISCARDED,	/* traces complete */
 };
 
-struct memprof_client_proc {
-	pid_t pid;
-	char comm[32];
-	char mode[16];			/* "uprobe", "preload" (in-process fast path), or "" */
-	bool exited;
-	uint64_t samples;		/* sampled blocks */
-	uint64_t nsamples;		/* sum of their n_samples */
-	uint64_t live_nsamples;		/* n_samples of sampled blocks not freed yet */
-	uint64_t frees;			/* frees of sampled blocks */
-	uint64_t drops;			/* events lost (every loss the daemon counts) */
-	double est_alloc_bytes;		/* requested bytes (rounded up to words), unbiased */
-	double est_live_bytes;
-};
-
-struct memprof_client_status {
-	enum memprof_client_state state;
-	char state_name[16];		/* as the daemon names it */
-	double rate;
-	unsigned int callstack_size;
-	uint64_t start_us;		/* CLOCK_REALTIME µs */
-	size_t nprocs;
-	struct memprof_client_proc *procs;	/* nprocs; freed by memprof_client_status__done */
-};
-
+/* The client of one connection to memprofd. */
 struct memprof_client;
 
-/* Connect to memprofd at @socket (NULL: MEMPROF_CLIENT_DEFAULT_SOCKET). NULL + errno. */
-struct memprof_client *memprof_client__open(const char *socket);
+/*
+ * Connect to memprofd at @socket (NULL: MEMPROF_BUS_SOCKET, /run/memprofd/bus). Returns 0, or
+ * -ECONNRESET when the daemon closed the connection at once (too many clients of this user),
+ * -ENOENT / -ECONNREFUSED when nothing listens at @socket, -EACCES when the caller may not
+ * connect.
+ */
+int memprof_client__connect(const char *socket, struct memprof_client **ret);
+
+/* What a new profile asks for, extensible: set sz = sizeof(struct memprof_client_start_opts).
+ * Zero values mean "the daemon's default". */
+struct memprof_client_start_opts {
+	size_t sz;
+	double rate;			/* λ per word, (0, 1] */
+	unsigned int callstack_size;	/* frames per sample */
+	bool no_follow_forks;		/* do not profile children forked later */
+	uint64_t duration_us;		/* stop after this long; 0: never */
+	uint16_t format_version;	/* memtrace format 2 or 3 */
+	bool zstd;			/* compress the traces */
+	double max_overhead;		/* probe cost budget per process, % of a CPU; 0: none */
+	const char *unwind;		/* "fp", "dwarf" or "auto"; NULL: the daemon's default */
+	int stack_copy_size;		/* bytes of stack copied per sample; < 0: none */
+};
 
 /*
  * Start one profile of @pids (@n >= 1). The first process' trace is written to @out_fd (the
@@ -74,44 +61,11 @@ struct memprof_client *memprof_client__open(const char *socket);
  * directory. @opts may be NULL. On success *@id is the profile id.
  */
 int memprof_client__start(struct memprof_client *c, const pid_t *pids, size_t n,
-			  const struct memprof_client_opts *opts, int out_fd, uint32_t *id);
+			  const struct memprof_client_start_opts *opts, int out_fd, uint32_t *id);
 /* Stop sampling (frees of sampled blocks are still recorded until discard). */
 int memprof_client__stop(struct memprof_client *c, uint32_t id);
 /* Drop the profile's state in the daemon; this completes its traces. */
 int memprof_client__discard(struct memprof_client *c, uint32_t id);
-/* Read the profile's state and per-process counts; -ENOENT if there is no such profile. */
-int memprof_client__status(struct memprof_client *c, uint32_t id,
-			   struct memprof_client_status *st);
-/* Free what memprof_client__status() allocated. NULL-safe. */
-void memprof_client_status__done(struct memprof_client_status *st);
-
-/* ---- Added in 0.2: the whole control API (memprofctl uses it) ---- */
-
-/*
- * Like memprof_client__open(), returning 0 or -errno: -ECONNRESET when the daemon closed the
- * connection at once (too many clients of this user), -ENOENT / -ECONNREFUSED when nothing
- * listens at @socket, -EACCES when the caller may not connect.
- */
-int memprof_client__connect(const char *socket, struct memprof_client **ret);
-
-/* Start options, extensible: set sz = sizeof(struct memprof_client_start_opts). */
-struct memprof_client_start_opts {
-	size_t sz;
-	double rate;			/* λ per word, (0, 1]; 0: the daemon's default */
-	unsigned int callstack_size;	/* frames per sample; 0: the daemon's default */
-	bool no_follow_forks;
-	uint64_t duration_us;		/* stop after this long; 0: never */
-	uint16_t format_version;	/* 2 or 3; 0: the daemon's default */
-	bool zstd;
-	double max_overhead;		/* probe cost budget per process, % of a CPU; 0: none */
-	const char *unwind;		/* "fp", "dwarf" or "auto"; NULL: the daemon's default */
-	int stack_copy_size;		/* bytes of stack copied per sample; 0: default, < 0: none */
-};
-
-/* memprof_client__start() with every option the daemon knows. @opts may be NULL. */
-int memprof_client__start_ex(struct memprof_client *c, const pid_t *pids, size_t n,
-			     const struct memprof_client_start_opts *opts, int out_fd,
-			     uint32_t *id);
 
 /*
  * Profile1.AddProcess: @pid, forked or exec'd by a process of profile @id and held stopped by
@@ -121,26 +75,25 @@ int memprof_client__start_ex(struct memprof_client *c, const pid_t *pids, size_t
  */
 int memprof_client__add_process(struct memprof_client *c, uint32_t id, pid_t pid, int out_fd);
 
-/* One process of a profile, as memprof_client__profile() reads it. */
+/* One process of a profile, as memprof_client__profile() reads it (Profile1.ProcessStatus). */
 struct memprof_client_process {
 	pid_t pid;
 	char *comm;
 	char *mode;			/* "uprobe", "preload"; NULL: not told */
 	bool exited;
-	uint64_t samples, nsamples, live_nsamples, frees, drops;
+	uint64_t samples;		/* sampled blocks */
+	uint64_t nsamples;		/* samples: the sum of their multiplicities */
+	uint64_t live_nsamples;		/* the same sum over sampled blocks not freed */
+	uint64_t frees;			/* sampled blocks freed */
+	uint64_t drops;			/* events lost */
 	double est_alloc_bytes, est_live_bytes;	/* requested bytes (rounded up to words) */
 	char *trace;			/* "" when written to a file the client passed */
 	char *detached_reason;		/* over its overhead budget; NULL: not detached */
-};
-
-/* A trace that could not be written whole (Profile1.ProcessWriteErrors). */
-struct memprof_client_write_error {
-	pid_t pid;
-	char *error;			/* the errno name of the first failed write
-					 * ("ENOSPC"), or "stalled": the output did not
-					 * keep up */
-	uint64_t since_us;		/* when it began, CLOCK_REALTIME µs */
-	uint64_t lost;			/* events not written */
+	char *write_error;		/* NULL, or the trace could not be written whole: the
+					 * errno name of the first failed write ("ENOSPC"), or
+					 * "stalled": the output did not keep up */
+	uint64_t write_error_since_us;	/* when it began, CLOCK_REALTIME µs */
+	uint64_t lost_writes;		/* events not written */
 };
 
 /* Every property of a profile (org.memprofd.Profile1). */
@@ -160,9 +113,6 @@ struct memprof_client_profile {
 	uint64_t start_us;		/* CLOCK_REALTIME µs */
 	size_t nprocs;
 	struct memprof_client_process *procs;
-	/* Added (outputs): at the end, so the struct grows compatibly */
-	size_t nwrite_errors;
-	struct memprof_client_write_error *write_errors;
 };
 
 /* Read profile @id: *@ret is freed with memprof_client_profile__free(). -ENOENT: no such. */
@@ -199,7 +149,7 @@ struct memprof_client_daemon {
 	size_t nstats;			/* BPF and engine counters (Stats) */
 	char **stat_names;
 	uint64_t *stat_values;
-	/* Added: the kernel mechanisms memprofd's probes use (Mechanisms: link kind, sessions or
+	/* The kernel mechanisms memprofd's probes use (Mechanisms: link kind, sessions or
 	 * entry+return probes, exit tracepoint variant); NULL from a memprofd without it. */
 	char *mechanisms;
 };
