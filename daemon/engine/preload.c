@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The engine's intake from libmemprof-preload processes: their batches of samples and frees,
+ * and their queues read when they go idle or exit.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <memprof/preload.h>
+#include <memprof/trace.h>
+
+#include "daemon/probe/bpf_loader.h"
+#include "daemon/engine/engine.h"
+#include "daemon/engine/entries.h"
+#include "daemon/engine/preload_batch.h"
+#include "daemon/engine/sampler.h"
+#include "daemon/stacks/symbolize.h"
+#include "daemon/stacks/unwind.h"
+#include "userspace-lib/estimate.h"
+#include "userspace-lib/codec/outfile.h"
+#include "userspace-lib/codec/writer_async.h"
+#include "daemon/engine/engine_int.h"
+
+static void batch_alloc(void *ctx, const struct mp_alloc_event *ev)
+{
+	alloc_event(ctx, ev, NULL);
+}
+
+static void batch_frees(void *ctx, const struct mp_free_batch_event *ev, size_t size)
+{
+	on_free_batch(ctx, ev, size);
+}
+
+const struct mp_preload_batch_ops batch_ops = {
+	.alloc = batch_alloc,
+	.frees = batch_frees,
+};
+
+/*
+ * Deferred preload reports wait in the process until its next sample or free; a process that
+ * goes idle would keep its last samples (and, in either mode, its last frees) from the profile
+ * indefinitely. Every MP_PULL_NS, the queue of each preload-mode process that left it untouched
+ * since the previous look is copied without a trap (mp_bpf__preload_pull) and handled as if it
+ * had been sent; when the library sends it later, the engine ignores what it saw already.
+ */
+#define MP_PULL_NS	200000000ull
+#define MP_PULL_BUF	(sizeof(struct mp_preload_batch_event) + MP_PL_QUEUE_SIZE)
+
+/* Take @pid's queue (mp_bpf__preload_pull(); @last: held at its exit) and handle it. */
+static void pull_queue(struct mp_engine *e, pid_t pid, bool last)
+{
+	int n;
+
+	if (!e->pull_buf && !(e->pull_buf = malloc(MP_PULL_BUF)))
+		return;
+	n = mp_bpf__preload_pull(e->bpf, pid, e->pull_buf, MP_PULL_BUF, last);
+	if (n > 0 && mp_preload_batch__expand(e->pull_buf, (size_t)n, &batch_ops, e, &e->batches))
+		e->drops[MP_DROP_MALFORMED]++;
+}
+
+void pull_idle_queues(struct mp_engine *e, uint64_t now)
+{
+	if (!e->bpf || now < e->pull_next_ns)
+		return;
+	e->pull_next_ns = now + MP_PULL_NS;
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		if (p->state == MP_PROFILE_DISCARDED)
+			continue;
+		for (struct mp_ptrace *t = p->list; t; t = t->next) {
+			if (t->exited || t->completed)
+				continue;
+			/* a second trace of the same process finds the queue taken */
+			pull_queue(e, t->pid, false);
+		}
+	}
+}
+
+void mp_engine__exiting(struct mp_engine *e, pid_t pid)
+{
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		struct mp_ptrace *t = trace_find(p, pid);
+
+		if (t && !t->completed && t->mode == MP_PROC_MODE_PRELOAD) {
+			trace_update_mode(t);
+			/* killed (no destructor, no _exit): what the library still queues */
+			if (e->bpf)
+				pull_queue(e, pid, true);
+		}
+	}
+}

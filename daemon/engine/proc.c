@@ -1,0 +1,530 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The engine's per-process state: created when a profile starts or follows a process, completed
+ * at its exit, its BPF configuration, detaching over the overhead budget, its figures.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <memprof/preload.h>
+#include <memprof/trace.h>
+
+#include "daemon/probe/bpf_loader.h"
+#include "daemon/engine/engine.h"
+#include "daemon/engine/entries.h"
+#include "daemon/engine/preload_batch.h"
+#include "daemon/engine/sampler.h"
+#include "daemon/stacks/symbolize.h"
+#include "daemon/stacks/unwind.h"
+#include "userspace-lib/estimate.h"
+#include "userspace-lib/codec/outfile.h"
+#include "userspace-lib/codec/writer_async.h"
+#include "daemon/engine/engine_int.h"
+
+/* The process (thread group) that task @tid belongs to, or -errno. */
+pid_t proc_tgid(pid_t tid)
+{
+	char path[64], line[256];
+	pid_t tgid = -ESRCH;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid;
+}
+
+void read_comm(pid_t pid, char comm[16])
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	strcpy(comm, "?");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, comm, 15);
+	close(fd);
+	if (n <= 0) {
+		strcpy(comm, "?");
+		return;
+	}
+	comm[n] = '\0';
+	comm[strcspn(comm, "\n")] = '\0';
+}
+
+/* A file name part made of the comm: no '/', nothing unprintable. */
+static void sanitize(char *s)
+{
+	for (; *s; s++)
+		if (*s == '/' || *s <= ' ' || *s == 127)
+			*s = '_';
+}
+
+/*
+ * Watch the process through a pidfd in the engine's epoll set: if its exit event is lost
+ * (ring buffer full), the pidfd still says it is gone and the trace gets completed.
+ */
+static void watch_exit(struct mp_engine *e, struct mp_ptrace *t)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = t };
+
+	t->pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
+	if (t->pidfd < 0)
+		return;	/* gone already: its exit event is on its way */
+	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, t->pidfd, &ev)) {
+		close(t->pidfd);
+		t->pidfd = -1;
+	}
+}
+
+static void unwatch_exit(struct mp_engine *e, struct mp_ptrace *t)
+{
+	if (t->pidfd < 0)
+		return;
+	/* explicitly: a forked copy of the fd would keep the registration alive */
+	epoll_ctl(e->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
+	close(t->pidfd);
+	t->pidfd = -1;
+}
+
+const char *mp_proc_mode__name(enum mp_proc_mode m)
+{
+	return m == MP_PROC_MODE_PRELOAD ? "preload" : "uprobe";
+}
+
+/* How the loader profiles the trace's process; a preload one's library counters. */
+void trace_update_mode(struct mp_ptrace *t)
+{
+	struct mp_bpf *b = t->p->e->bpf;
+	int mode = b ? mp_bpf__mode(b, t->pid) : -ENOENT;
+
+	if (mode == MP_BPF_MODE_PRELOAD) {
+		t->mode = MP_PROC_MODE_PRELOAD;
+		mp_bpf__preload_stats(b, t->pid, t->pl_stats, MEMPROF_PRELOAD_STAT__SLOTS);
+	} else if (mode == MP_BPF_MODE_UPROBE) {
+		t->mode = MP_PROC_MODE_UPROBE;
+	}
+}
+
+#define MP_PREWARM_MAX	64
+
+struct prewarm_ctx {
+	uint64_t addr[MP_PREWARM_MAX];
+	unsigned int n;
+};
+
+static int prewarm_collect(void *ctx, const struct mp_mapping_info *m)
+{
+	struct prewarm_ctx *c = ctx;
+
+	if (m->fd >= 0 && c->n < MP_PREWARM_MAX)
+		c->addr[c->n++] = m->start;
+	return 0;
+}
+
+/*
+ * Load the symbols and DWARF of @pid's objects now (one lookup in each, at most 64), and with
+ * AUTO unwinding judge whether they keep frame pointers: the first lookup in an object reads
+ * and decompresses its debug information, tens of milliseconds for libc's, and a judgement
+ * costs a few. Paid here, before `memprofctl record` lets the command run, rather than while
+ * the first sampled events (and their stack copies) pile up in the ring buffer. Preload-mode
+ * processes too, though their samples come walked: skipped for them, record --preload reached
+ * main() ~60 ms sooner, but at rate 0.01 a C++ program's first samples then overflowed the
+ * ring while libstdc++'s debug information was read (tests/bpf/preload-batch.sh).
+ */
+static void prewarm(struct mp_profile *p, pid_t pid)
+{
+	struct prewarm_ctx c = { .n = 0 };
+	struct mp_engine *e = p->e;
+	struct mp_frame fr;
+
+	mp_symbolizer__mappings(e->sym, pid, prewarm_collect, &c, NULL);
+	for (unsigned int i = 0; i < c.n; i++) {
+		mp_symbolizer__resolve(e->sym, pid, c.addr[i], 0, &fr);
+		if (p->opts.unwind == MP_UNWIND_AUTO && p->opts.stack_copy_size > 0 && e->unw)
+			mp_unwinder__frame_pointers(e->unw, pid, c.addr[i]);
+	}
+}
+
+/* Create the trace of @pid in @p and write its trace-info packet. */
+struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
+{
+	struct mp_engine *e = p->e;
+	struct mp_ptrace *t = calloc(1, sizeof(*t));
+	const char *ext = p->opts.zstd_level > 0 ? ".ctf.zst" : ".ctf";
+	bool first = p->ntraces == 0, user_named = false;
+	char path[4096], comm[16], fdname[4096];
+	struct mp_mapping_info mi;
+	int r;
+
+	if (!t) {
+		snprintf(err, err_len, "Out of memory");
+		return NULL;
+	}
+	t->p = p;
+	t->pid = pid;
+	t->fd = -1;
+	t->pidfd = -1;
+	t->node.key = (uint64_t)pid;
+	read_comm(pid, t->comm);
+	trace_update_mode(t);
+	memcpy(comm, t->comm, sizeof(comm));
+	sanitize(comm);
+
+	if ((first && p->opts.out_fd >= 0) || (e->sync_pid == pid && e->sync_fd >= 0)) {
+		int ofd = first && p->opts.out_fd >= 0 ? p->opts.out_fd : e->sync_fd;
+
+		t->fd = fcntl(ofd, F_DUPFD_CLOEXEC, 3);
+		if (t->fd < 0) {
+			r = -errno;
+			snprintf(err, err_len, "Failed to duplicate the output fd %d: %s", ofd,
+				 strerror(-r));
+			goto fail;
+		}
+		snprintf(path, sizeof(path), "%s", fd_name(t->fd, fdname, sizeof(fdname)));
+	} else {
+		/* a pid traced before in this profile (pid reuse) never takes an earlier name */
+		unsigned int k = 1;
+
+		for (struct mp_ptrace *o = p->list; o; o = o->next)
+			k += o->pid == pid;
+		if (first && p->out_path) {
+			snprintf(path, sizeof(path), "%s", p->out_path);
+			user_named = true;
+		} else if (!p->out_dir && p->out_path) {
+			snprintf(path, sizeof(path), k > 1 ? "%s.%d.%u" : "%s.%d", p->out_path,
+				 (int)pid, k);
+			user_named = true;
+		}
+		if (user_named) {
+			t->fd = trace_open_file(t, path, true);
+		} else {
+			/* the first free one of PID-COMM.ctf, PID-COMM.2.ctf, ... (O_EXCL) */
+			const char *dir = p->out_dir ? p->out_dir : e->default_dir;
+
+			t->fd = -EEXIST;
+			for (unsigned int i = 0; t->fd == -EEXIST && i < MP_NAME_TRIES; i++, k++) {
+				if (k > 1)
+					snprintf(path, sizeof(path), "%s/%d-%s.%u%s", dir, (int)pid,
+						 comm, k, ext);
+				else
+					snprintf(path, sizeof(path), "%s/%d-%s%s", dir, (int)pid,
+						 comm, ext);
+				t->fd = trace_open_file(t, path, false);
+			}
+		}
+		if (t->fd < 0) {
+			snprintf(err, err_len, "Failed to create trace '%s': %s", path,
+				 strerror(-t->fd));
+			t->fd = -1;
+			goto fail;
+		}
+		t->path = strdup(path);
+		if (!t->path) {
+			snprintf(err, err_len, "Out of memory");
+			close(t->fd);
+			t->fd = -1;
+			trace_unlink(t, path);
+			goto fail;
+		}
+	}
+
+	t->w = trace_writer_new(t);
+	if (!t->w) {
+		r = -errno;
+		snprintf(err, err_len, "Failed to start the trace of process %d in '%s': %s",
+			 (int)pid, path, strerror(-r));
+		goto fail;
+	}
+	/* mp_engine__start() renames its traces into place once every process is attached */
+	if (!p->starting && trace_commit(t, err, err_len) < 0)
+		goto fail;
+	/* Snapshot the process' mappings now, while it surely lives: its events may be
+	 * processed after it exited. */
+	if (e->sym) {
+		mp_symbolizer__mapping(e->sym, pid, 1, &mi);
+		prewarm(p, pid);
+	}
+
+	/* A pid that was traced before in this profile (pid reuse): the new trace wins. */
+	{
+		struct mp_ptrace *old = (struct mp_ptrace *)mp_htab__find(&p->traces,
+									 (uint64_t)pid);
+
+		if (old) {
+			mp_htab__remove(&p->traces, &old->node);
+			old->in_table = false;
+		}
+	}
+	if (mp_htab__insert(&p->traces, &t->node)) {
+		snprintf(err, err_len, "Out of memory");
+		goto fail;
+	}
+	t->in_table = true;
+	watch_exit(e, t);
+	e->open_traces++;
+	t->in_list = true;
+	*p->tail = t;
+	p->tail = &t->next;
+	p->ntraces++;
+	p->nalive++;
+	return t;
+fail:
+	writer_release(e, t->w, NULL);
+	if (t->fd >= 0)
+		close(t->fd);
+	if (t->path)
+		trace_unlink(t, t->path);
+	free(t->path);
+	free(t);
+	return NULL;
+}
+
+struct mp_ptrace *trace_find(const struct mp_profile *p, pid_t pid)
+{
+	return (struct mp_ptrace *)mp_htab__find(&p->traces, (uint64_t)pid);
+}
+
+/* Close the writer: the trace is complete. Live entries stay uncollected (live at exit). */
+void trace_complete(struct mp_ptrace *t)
+{
+	struct mp_engine *e = t->p->e;
+	int r;
+
+	if (t->completed)
+		return;
+	t->completed = true;
+	if (t->in_list)
+		e->open_traces--;
+	unwatch_exit(e, t);
+	mp_entries__drain(e->entries, t->pid, t, NULL, NULL);
+	patch_context(t);
+	r = writer_release(e, t->w, t);
+	if (r < 0)
+		trace_write_failed(t, r);
+	t->w = NULL;
+	if (t->fd >= 0)
+		close(t->fd);
+	t->fd = -1;
+}
+
+void trace_free(struct mp_ptrace *t)
+{
+	trace_complete(t);
+	if (t->closing) {	/* its writer goes on alone */
+		t->closing->t = NULL;
+		/* the profile's files count as written without it: told at the next reap */
+		if (!--t->p->nclosing && t->p->state == MP_PROFILE_DISCARDED)
+			t->p->tell_closed = true;
+	}
+	free(t->detached_reason);
+	mp_outfile__done(&t->out);
+	free(t->path);
+	free(t);
+}
+
+void proc_cfg(const struct mp_profile *p, struct mp_proc_cfg *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->profile = p->id;
+	cfg->gen = p->gen;
+	/* one frame more than kept, so that a cut stack is known to be cut */
+	cfg->max_frames = p->opts.callstack_size < MP_MAX_STACK ? p->opts.callstack_size + 1 :
+								  MP_MAX_STACK;
+	/* normalized by mp_engine__start: > 0 only when DWARF unwinding may be used */
+	cfg->ustack_size = p->opts.stack_copy_size > 0 ? (uint32_t)p->opts.stack_copy_size : 0;
+	if (p->opts.rate >= 1.0)
+		cfg->flags |= MP_PROC_RATE_ONE;
+	else
+		cfg->gap_k = mp_gap_k(p->opts.rate);
+	if (p->state == MP_PROFILE_SAMPLING)
+		cfg->flags |= MP_PROC_SAMPLING;
+	if (!p->opts.no_follow_forks)
+		cfg->flags |= MP_PROC_FOLLOW_FORKS;
+	if (!p->opts.owner_uid)
+		cfg->flags |= MP_PROC_PRIVILEGED;	/* root's: exec_check() lets it through */
+}
+
+/*
+ * The process left this profile: BPF forgets it (unless another profile took it). With
+ * @detach, its probes go too. Destroying a uprobe perf link waits for an RCU tasks-trace grace
+ * period (~250 ms each on 6.18, ~20 links per process), so an exited process keeps its (inert)
+ * probes until its profile is discarded rather than stall the event loop at every exit.
+ */
+void proc_release(struct mp_profile *p, pid_t pid, bool detach)
+{
+	struct mp_proc_cfg cfg;
+
+	if (!p->e->bpf)
+		return;
+	if (mp_bpf__proc_get(p->e->bpf, pid, &cfg) == 0) {
+		if (cfg.profile != p->id)
+			return;
+		mp_bpf__proc_del(p->e->bpf, pid);
+	}
+	if (detach)
+		mp_bpf__detach(p->e->bpf, pid);
+}
+
+/*
+ * Overhead control. Every MP_OVERHEAD_WINDOW_MS, each probed process' cost is estimated from
+ * its probe hits in the window (BPF map "phits") times the cost of a hit the loader measured
+ * at start (mp_bpf_counters), as a percentage of one CPU. A process over its profile's budget
+ * is detached: its probes are removed, its trace is completed (live blocks stay uncollected,
+ * the context says why) and mp_proc_stats.detached_reason tells the user.
+ */
+void proc_detach(struct mp_ptrace *t, const char *why, const char *fallback)
+{
+	struct mp_profile *p = t->p;
+
+	t->detached_reason = strdup(why);
+	if (!t->detached_reason)
+		t->detached_reason = strdup(fallback);
+	if (!t->detached_reason)
+		return; /* overhead: try again at the next window */
+	/* Probes go (their links close in the background, a while); until then BPF ignores the
+	 * process' hits, and still reports its exit, when it leaves the "procs" map. */
+	if (p->e->bpf) {
+		struct mp_proc_cfg cfg;
+
+		if (mp_bpf__proc_get(p->e->bpf, t->pid, &cfg) == 0 && cfg.profile == p->id) {
+			cfg.flags &= ~(MP_PROC_SAMPLING | MP_PROC_FOLLOW_FORKS);
+			cfg.flags |= MP_PROC_DETACHED;
+			mp_bpf__proc_set(p->e->bpf, t->pid, &cfg);
+		}
+		mp_bpf__detach(p->e->bpf, t->pid);
+	}
+	trace_complete(t);
+	profile_proc_exited(p);
+}
+
+static void overhead_detach(struct mp_ptrace *t, double pct, uint64_t hits, uint64_t dt_ns)
+{
+	char why[256];
+
+	snprintf(why, sizeof(why),
+		 "probe overhead %.1f%% of a CPU (%" PRIu64 " probe hits in %.2f s) exceeded "
+		 "the budget of %g%%", pct, hits, (double)dt_ns / 1e9, t->p->opts.max_overhead_pct);
+	proc_detach(t, why, "probe overhead exceeded the budget");
+}
+
+void check_overhead(struct mp_engine *e, uint64_t now)
+{
+	uint64_t window = (uint64_t)MP_OVERHEAD_WINDOW_MS * 1000000;
+	struct mp_bpf_counters c;
+	bool any = false;
+
+	if (!e->ovh_next_ns || now < e->ovh_next_ns || !e->bpf)
+		return;
+	e->ovh_next_ns = 0;
+	mp_bpf__counters(e->bpf, &c);
+	for (struct mp_profile *p = e->profiles; p; p = p->next) {
+		if (p->state == MP_PROFILE_DISCARDED)
+			continue;
+		for (struct mp_ptrace *t = p->list; t; t = t->next) {
+			struct mp_proc_hits h;
+			uint64_t de, dr, dt;
+
+			if (t->exited || t->completed || t->detached_reason)
+				continue;
+			any = true;
+			if (mp_bpf__proc_hits(e->bpf, t->pid, &h))
+				continue;
+			if (!t->win_start_ns || h.entries < t->hits.entries ||
+			    h.returns < t->hits.returns) {
+				/* first look (or the counters restarted): a window starts */
+				t->hits = h;
+				t->win_start_ns = now;
+				continue;
+			}
+			dt = now - t->win_start_ns;
+			if (dt < window / 2)
+				continue;
+			de = h.entries - t->hits.entries;
+			dr = h.returns - t->hits.returns;
+			t->overhead_pct = 100.0 * (double)(de * c.entry_cost_ns +
+							   dr * c.return_cost_ns) / (double)dt;
+			t->hits = h;
+			t->win_start_ns = now;
+			if (p->opts.max_overhead_pct > 0 && t->overhead_pct > p->opts.max_overhead_pct)
+				overhead_detach(t, t->overhead_pct, de + dr, dt);
+		}
+	}
+	if (any)
+		e->ovh_next_ns = now + window;
+}
+
+size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, size_t max)
+{
+	size_t i = 0;
+	double rate = p->opts.rate;
+
+	for (struct mp_ptrace *t = p->list; t; t = t->next, i++) {
+		struct mp_proc_stats *s;
+
+		if (!out || i >= max)
+			continue;
+		s = &out[i];
+		memset(s, 0, sizeof(*s));
+		s->pid = t->pid;
+		memcpy(s->comm, t->comm, sizeof(s->comm));
+		s->exited = t->exited;
+		s->samples = t->samples;
+		s->nsamples = t->nsamples;
+		s->frees = t->frees;
+		s->est_alloc_bytes = mp_est_bytes(rate, &t->est);
+		s->est_live_bytes = mp_est_bytes(rate, &t->live_est);
+		s->se_alloc_bytes = mp_est_se_bytes(rate, &t->est);
+		s->se_live_bytes = mp_est_se_bytes(rate, &t->live_est);
+		s->drops = t->table_full + t->unmatched + t->stale + t->write_errors + t->stalled;
+		s->trace_path = t->path;
+		s->write_errors = t->write_errors;
+		s->stalled = t->stalled;
+		s->stalled_us = t->stalled_us;
+		s->write_errno = t->write_err;
+		s->write_error_us = t->write_err_us;
+		if (!s->write_errno && t->w) {	/* the file failed; no event has met it yet */
+			s->write_errno = mp_writer__output_error(t->w, &s->write_error_us, NULL);
+		}
+		s->trace_done = t->completed && !t->closing;
+		s->live_nsamples = t->live_nsamples;
+		s->truncated_stacks = t->truncated;
+		s->exec_collects = t->exec_collects;
+		s->unmatched_frees = t->unmatched;
+		s->probe_hits = t->hits.entries + t->hits.returns;
+		s->overhead_pct = t->overhead_pct;
+		s->detached_reason = t->detached_reason;
+		s->dwarf_stacks = t->dwarf_stacks;
+		s->window_cut_stacks = t->window_cut;
+		s->unwind_fallbacks = t->unwind_fallbacks;
+		if (!t->exited && !t->completed)
+			trace_update_mode(t);
+		s->mode = t->mode;
+		s->preload_samples = t->pl_stats[MEMPROF_PRELOAD_STAT_SAMPLES];
+		s->preload_lost = t->pl_stats[MEMPROF_PRELOAD_STAT_TABLE_FULL] +
+				  t->pl_stats[MEMPROF_PRELOAD_STAT_STALE] +
+				  t->pl_stats[MEMPROF_PRELOAD_STAT_REALLOC_LOST];
+	}
+	return p->ntraces;
+}
