@@ -34,27 +34,27 @@
 #include "userspace-lib/codec/writer_async.h"
 #include "daemon/engine/engine_int.h"
 
-/* Define the location code @addr (a return address) in @t's trace unless it is. */
-int define_location(struct mp_ptrace *t, uint64_t addr)
+/* Define the location code @addr (a return address) in @pr's trace unless it is. */
+int define_location(struct mp_proc *pr, uint64_t addr)
 {
-	struct mp_engine *e = t->p->e;
+	struct mp_engine *e = pr->p->e;
 	struct memprof_location fallback;
 	struct mp_frame fr;
 	char name[32];
 	int r = -ENOENT;
 
-	if (memprof_writer__has_location(t->w, addr))
+	if (memprof_writer__has_location(pr->w, addr))
 		return 0;
 	if (e->sym)
-		r = mp_symbolizer__resolve(e->sym, t->pid, addr, 1, &fr);
+		r = mp_symbolizer__resolve(e->sym, pr->pid, addr, 1, &fr);
 	if (r == 0 && fr.nlocs > 0) {
-		r = memprof_writer__location(t->w, addr, fr.locs, fr.nlocs > 255 ? 255 : fr.nlocs);
+		r = memprof_writer__location(pr->w, addr, fr.locs, fr.nlocs > 255 ? 255 : fr.nlocs);
 		if (r == 0)
 			return 0;
 	}
 	snprintf(name, sizeof(name), "0x%" PRIx64, addr);
 	fallback = (struct memprof_location){ .filename = "??", .defname = name };
-	return memprof_writer__location(t->w, addr, &fallback, 1);
+	return memprof_writer__location(pr->w, addr, &fallback, 1);
 }
 
 /*
@@ -64,12 +64,12 @@ int define_location(struct mp_ptrace *t, uint64_t addr)
  * rbp holds there: it ends early or goes on with garbage.
  */
 /*
- * Each answer costs a mapping and an object lookup, for every frame of every event: @t remembers
+ * Each answer costs a mapping and an object lookup, for every frame of every event: @pr remembers
  * the positive ones (a return address in code that keeps frame pointers, an outermost frame in a
  * mapped object), which hold until the process execs; negative ones (code without them, an
  * address not mapped yet) are asked again.
  */
-static bool fp_trustworthy(struct mp_engine *e, struct mp_ptrace *t, const uint64_t *fp,
+static bool fp_trustworthy(struct mp_engine *e, struct mp_proc *pr, const uint64_t *fp,
 			   unsigned int n)
 {
 	struct mp_mapping_info mi;
@@ -83,15 +83,15 @@ static bool fp_trustworthy(struct mp_engine *e, struct mp_ptrace *t, const uint6
 
 		if (!fp[i] || fp[i] >= (1ull << 62))
 			return false;
-		if (t->fp_ok[slot] == key)
+		if (pr->fp_ok[slot] == key)
 			continue;
 		if (inner) {
-			if (mp_unwinder__frame_pointers(e->unw, t->pid, fp[i]) <= 0)
+			if (mp_unwinder__frame_pointers(e->unw, pr->pid, fp[i]) <= 0)
 				return false;
-		} else if (mp_symbolizer__mapping(e->sym, t->pid, fp[i], &mi)) {
+		} else if (mp_symbolizer__mapping(e->sym, pr->pid, fp[i], &mi)) {
 			return false;
 		}
-		t->fp_ok[slot] = key;
+		pr->fp_ok[slot] = key;
 	}
 	return true;
 }
@@ -109,26 +109,26 @@ static bool fp_trustworthy(struct mp_engine *e, struct mp_ptrace *t, const uint6
 #define MP_COPY_OFF_AFTER	64u
 #define MP_COPY_BACKOFF_MAX	10
 
-static void copy_adapt(struct mp_engine *e, struct mp_ptrace *t, bool fp_ok)
+static void copy_adapt(struct mp_engine *e, struct mp_proc *pr, bool fp_ok)
 {
 	struct mp_proc_cfg cfg;
 
 	if (fp_ok) {
-		if (t->copy_off || ++t->fp_streak < (MP_COPY_OFF_AFTER << t->copy_backoff))
+		if (pr->copy_off || ++pr->fp_streak < (MP_COPY_OFF_AFTER << pr->copy_backoff))
 			return;
 	} else {
-		t->fp_streak = 0;
-		if (!t->copy_off)
+		pr->fp_streak = 0;
+		if (!pr->copy_off)
 			return;
-		if (t->copy_backoff < MP_COPY_BACKOFF_MAX)
-			t->copy_backoff++;
+		if (pr->copy_backoff < MP_COPY_BACKOFF_MAX)
+			pr->copy_backoff++;
 	}
-	if (!e->bpf || t->exited || !t->in_table || t->detached_reason ||
-	    mp_bpf__proc_get(e->bpf, t->pid, &cfg) || cfg.profile != t->p->id)
+	if (!e->bpf || pr->exited || !pr->in_table || pr->detached_reason ||
+	    mp_bpf__proc_get(e->bpf, pr->pid, &cfg) || cfg.profile != pr->p->id)
 		return;
-	cfg.ustack_size = fp_ok ? 0 : (uint32_t)t->p->opts.stack_copy_size;
-	if (mp_bpf__proc_set(e->bpf, t->pid, &cfg) == 0)
-		t->copy_off = fp_ok;
+	cfg.ustack_size = fp_ok ? 0 : (uint32_t)pr->p->opts.stack_copy_size;
+	if (mp_bpf__proc_set(e->bpf, pr->pid, &cfg) == 0)
+		pr->copy_off = fp_ok;
 }
 
 /*
@@ -136,11 +136,11 @@ static void copy_adapt(struct mp_engine *e, struct mp_ptrace *t, bool fp_ok)
  * unwinding of its stack copy @us (NULL if none) into @buf, as the profile's unwind mode says.
  * Returns its length, at most callstack_size, and counts cut stacks.
  */
-unsigned int stack_select(struct mp_engine *e, struct mp_ptrace *t,
+unsigned int stack_select(struct mp_engine *e, struct mp_proc *pr,
 				 const struct mp_alloc_event *ev, const struct mp_ustack *us,
 				 uint64_t *buf, const uint64_t **out)
 {
-	const struct mp_profile *p = t->p;
+	const struct mp_profile *p = pr->p;
 	unsigned int max = p->opts.callstack_size, n = 0;
 	unsigned int nfp = ev->nframes < MP_MAX_STACK ? ev->nframes : MP_MAX_STACK;
 	bool dwarf = false;
@@ -151,19 +151,19 @@ unsigned int stack_select(struct mp_engine *e, struct mp_ptrace *t,
 	if (us)
 		e->sst.with_copy++;
 	if (p->opts.unwind != MP_UNWIND_FP && p->opts.stack_copy_size > 0 && e->unw) {
-		if (!us && p->opts.unwind == MP_UNWIND_AUTO && t->copy_off) {
-			bool ok = fp_trustworthy(e, t, *out, nfp);
+		if (!us && p->opts.unwind == MP_UNWIND_AUTO && pr->copy_off) {
+			bool ok = fp_trustworthy(e, pr, *out, nfp);
 
 			if (!ok)
-				t->unwind_fallbacks++;	/* no copy asked for: see copy_adapt() */
-			copy_adapt(e, t, ok);
+				pr->unwind_fallbacks++;	/* no copy asked for: see copy_adapt() */
+			copy_adapt(e, pr, ok);
 		} else if (!us) {
-			t->unwind_fallbacks++;	/* the copy was lost (ring space) */
+			pr->unwind_fallbacks++;	/* the copy was lost (ring space) */
 		} else if (p->opts.unwind == MP_UNWIND_DWARF) {
 			dwarf = true;
 		} else {
-			dwarf = !fp_trustworthy(e, t, *out, nfp);
-			copy_adapt(e, t, !dwarf);
+			dwarf = !fp_trustworthy(e, pr, *out, nfp);
+			copy_adapt(e, pr, !dwarf);
 		}
 		if (dwarf) {
 			struct mp_regs regs = { .ip = us->ip, .sp = us->sp, .bp = us->bp };
@@ -172,20 +172,20 @@ unsigned int stack_select(struct mp_engine *e, struct mp_ptrace *t,
 
 			t0 = now_mono_ns();
 			/* one frame more than kept, to know whether it was cut */
-			r = mp_unwinder__unwind(e->unw, t->pid, &regs, stack, us->size, buf,
+			r = mp_unwinder__unwind(e->unw, pr->pid, &regs, stack, us->size, buf,
 						max < MP_MAX_STACK ? max + 1 : max, &n);
 			if (r == 0 && n > 0) {
 				*out = buf;
 				nfp = n;
-				t->dwarf_stacks++;
+				pr->dwarf_stacks++;
 				e->sst.dwarf_stacks++;
 				mp_unwinder__stats(e->unw, &ust);
 				if (ust.last_out_of_window) {
-					t->window_cut++;
+					pr->window_cut++;
 					e->sst.window_cut++;
 				}
 			} else {
-				t->unwind_fallbacks++;
+				pr->unwind_fallbacks++;
 				dwarf = false;
 			}
 			e->sst.unwind_ns += now_mono_ns() - t0;
@@ -195,7 +195,7 @@ unsigned int stack_select(struct mp_engine *e, struct mp_ptrace *t,
 		e->sst.fp_stacks++;
 	/* more than kept, or BPF's limit reached (then it cannot tell) */
 	if (nfp > max || nfp == MP_MAX_STACK) {
-		t->truncated++;
+		pr->truncated++;
 		nfp = nfp > max ? max : nfp;
 	}
 	return nfp;

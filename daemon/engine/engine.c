@@ -85,12 +85,12 @@ const char *mp_stat__name(enum mp_stat s)
  */
 #define MP_FLUSH_NS	50000000ull
 
-static bool traces_live(const struct mp_engine *e)
+static bool procs_live(const struct mp_engine *e)
 {
 	for (struct mp_profile *p = e->profiles; p; p = p->next)
-		for (struct mp_ptrace *t = p->state != MP_PROFILE_DISCARDED ? p->list : NULL; t;
-		     t = t->next)
-			if (!t->completed)
+		for (struct mp_proc *pr = p->state != MP_PROFILE_DISCARDED ? p->list : NULL; pr;
+		     pr = pr->next)
+			if (!pr->completed)
 				return true;
 	return false;
 }
@@ -100,7 +100,7 @@ void arm_timer(struct mp_engine *e)
 	struct itimerspec its = { 0 };
 	uint64_t next = 0;
 
-	if (traces_live(e) || e->closing)	/* the flush; the writers finishing files */
+	if (procs_live(e) || e->closing)	/* the flush; the writers finishing files */
 		next = now_mono_ns() + MP_FLUSH_NS;
 
 	for (struct mp_profile *p = e->profiles; p; p = p->next)
@@ -247,22 +247,22 @@ static void check_deadlines(struct mp_engine *e)
 }
 
 /* Processes whose pidfd says they are gone (@evs[0..n) from the engine's epoll set): deliver
- * their exit event, or complete their traces without it (counted). */
+ * their exit event, or complete those processes without it (counted). */
 static void check_exits(struct mp_engine *e, const struct epoll_event *evs, int n)
 {
 	for (int i = 0; i < n; i++) {
-		struct mp_ptrace *t = evs[i].data.ptr;
+		struct mp_proc *pr = evs[i].data.ptr;
 
 		if (evs[i].data.u64 == MP_EP_RINGBUF || evs[i].data.u64 == MP_EP_TIMER)
 			continue;
-		/* traces are only freed by forget/free, never while processing */
-		if (t->pidfd < 0)
+		/* processes are only freed by forget/free, never while processing */
+		if (pr->pidfd < 0)
 			continue;
-		mp_engine__reap(e, t->pid);
-		if (!t->completed) {
-			/* an older trace of a reused pid */
-			t->exited = true;
-			trace_complete(t);
+		mp_engine__reap(e, pr->pid);
+		if (!pr->completed) {
+			/* an older process of a reused pid */
+			pr->exited = true;
+			proc_complete(pr);
 			e->drops[MP_DROP_LOST_EXIT]++;
 		}
 	}
@@ -290,8 +290,8 @@ int mp_engine__process_max(struct mp_engine *e, uint64_t max_ns)
 			timer = true;
 	if (timer)
 		check_deadlines(e);
-	else if (!e->timer_next_ns && (traces_live(e) || e->closing))
-		arm_timer(e);	/* the flush, for a trace begun without one armed */
+	else if (!e->timer_next_ns && (procs_live(e) || e->closing))
+		arm_timer(e);	/* the flush, for a process begun without one armed */
 	check_exits(e, evs, nev);
 	if (e->closing)
 		reap_outputs(e);
@@ -304,9 +304,9 @@ int mp_engine__reap(struct mp_engine *e, pid_t pid)
 
 	mp_bpf__consume(e->bpf);
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
-		struct mp_ptrace *t = trace_find(p, pid);
+		struct mp_proc *pr = proc_find(p, pid);
 
-		if (t)
+		if (pr)
 			known = true;
 	}
 	if (!known)

@@ -34,10 +34,10 @@ struct mp_engine_opts {
 	bool has_seed;
 	size_t max_entries;	/* live sampled blocks tracked, all processes; 0 = default */
 	size_t max_procs;	/* processes tracked; 0 = default */
-	/* Added: where traces go when a profile names neither out_path nor out_dir;
+	/* where traces go when a profile names neither out_path nor out_dir;
 	 * NULL = the current directory. */
 	const char *default_dir;
-	/* Added: may the owner (@uid, @gid) of a profile other than root's go on profiling
+	/* may the owner (@uid, @gid) of a profile other than root's go on profiling
 	 * process @pid, which has just exec'd (@secure: into an image with other credentials or
 	 * capabilities, MP_EXEC_F_SECURE)? 0, or -errno with a message in @err: the process is
 	 * detached, its trace completed, the message its mp_proc_stats.detached_reason. NULL:
@@ -45,12 +45,12 @@ struct mp_engine_opts {
 	int (*exec_check)(void *ctx, pid_t pid, uid_t uid, gid_t gid, bool secure, char *err,
 			  size_t err_len);
 	void *exec_check_ctx;
-	/* Added: > 0: each trace's file is written by a thread of its own through a queue of at
+	/* > 0: each trace's file is written by a thread of its own through a queue of at
 	 * most this many bytes (userspace-lib/codec/writer_async.h), so that no output, however slow
 	 * or stuck, makes the engine wait; an event that finds the queue full is not written
 	 * (MP_DROP_STALLED). 0: traces are written in the caller's thread. */
 	size_t output_queue_bytes;
-	/* Added (kernel range): the loader's messages (each kernel probe's result and the
+	/* the loader's messages (each kernel probe's result and the
 	 * mechanisms chosen, once at start; probes that failed to attach), @level a syslog
 	 * priority; NULL: none. */
 	void (*log)(void *ctx, int level, const char *msg);
@@ -103,12 +103,12 @@ struct mp_profile_opts {
 	gid_t owner_gid;
 	uint16_t format_version;	/* 2 (default) or 3 */
 	int zstd_level;		/* > 0: write .ctf.zst */
-	/* Added (stacks): how backtraces are unwound; see enum mp_unwind. */
+	/* how backtraces are unwound; see enum mp_unwind. */
 	enum mp_unwind unwind;
 	int stack_copy_size;	/* bytes of user stack BPF copies with each sampled event for
 				 * DWARF unwinding: 0 = MP_USTACK_DEFAULT, < 0 = none (then
 				 * every stack is a frame-pointer walk); at most MP_USTACK_MAX */
-	/* Added (overhead control): budget of the probes' cost per process, in percent of one
+	/* budget of the probes' cost per process, in percent of one
 	 * CPU, averaged over MP_OVERHEAD_WINDOW_MS; a process over it is detached (its trace
 	 * completed, mp_proc_stats.detached_reason says why). 0 = unlimited. */
 	double max_overhead_pct;
@@ -137,34 +137,29 @@ struct mp_proc_stats {
 	uint64_t drops;			/* events lost for this process (ring full, table full...) */
 	const char *trace_path;		/* may be NULL when written to a passed fd */
 	uint64_t write_errors;		/* events (and header patches) not written to the trace */
-	/* Added: */
 	uint64_t live_nsamples;		/* Σ n over blocks not freed (at exit: live at exit) */
 	uint64_t truncated_stacks;	/* samples whose stack reached callstack_size */
 	uint64_t exec_collects;		/* blocks collected because the process exec'd */
 	uint64_t unmatched_frees;	/* free events no entry matched (attributed by pid) */
-	/* Added (preload): */
 	enum mp_proc_mode mode;
 	uint64_t preload_samples;	/* library's count of samples drawn (its stats, last read
 					 * while the process lived) */
 	uint64_t preload_lost;		/* library's losses: table_full + stale + realloc_lost */
-	/* Added (stacks): */
 	uint64_t dwarf_stacks;		/* samples whose backtrace was unwound with DWARF */
 	uint64_t window_cut_stacks;	/* ... cut short where the stack copy ended (a larger
 					 * stack_copy_size would have gone further) */
 	uint64_t unwind_fallbacks;	/* samples that wanted DWARF but had no stack copy, or
 					 * whose unwinding failed: frame-pointer walk kept */
-	/* Added (overhead control): */
 	uint64_t probe_hits;		/* entry + return probe hits (while probed) */
 	double overhead_pct;		/* estimated probe cost over the last window, % of a CPU */
 	const char *detached_reason;	/* NULL, or why probing stopped before the process
 					 * exited (over its overhead budget) */
-	/* Added (outputs): */
 	int write_errno;		/* the first failed write to the trace (ENOSPC...), or 0 */
 	uint64_t write_error_us;	/* when it happened, CLOCK_REALTIME µs */
 	uint64_t stalled;		/* events not written: the output's queue was full */
 	uint64_t stalled_us;		/* when that first happened, CLOCK_REALTIME µs */
 	bool trace_done;		/* the trace is complete and its file written and closed */
-	/* Added (requested bytes): standard errors of est_alloc_bytes and est_live_bytes */
+	/* standard errors of est_alloc_bytes and est_live_bytes */
 	double se_alloc_bytes, se_live_bytes;
 };
 
@@ -233,8 +228,6 @@ const char *mp_engine__mechanisms(const struct mp_engine *e);
 /* Global drop/activity counters from BPF (enum mp_stat order). */
 int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n);
 
-/* ---- Additions to the drafted API (same owner) ---- */
-
 /* Losses the engine itself counts (user-space side), all profiles together. */
 enum mp_engine_drop {
 	MP_DROP_UNMATCHED_FREE,	/* a free event for a block no table holds */
@@ -244,7 +237,7 @@ enum mp_engine_drop {
 	MP_DROP_NO_PROFILE,	/* event of a profile or process the engine does not know */
 	MP_DROP_WRITE,		/* trace write failed */
 	MP_DROP_LOST_EXIT,	/* process gone without an exit event (mp_engine__reap) */
-	MP_DROP_PROCS_FULL,	/* forked child not followed: max_procs traces already open, or
+	MP_DROP_PROCS_FULL,	/* forked child not followed: max_procs processes already open, or
 				 * its trace could not be created */
 	MP_DROP_MALFORMED,	/* a preload queue record (or part) whose sizes do not hold
 				 * together: the process' memory was overwritten */

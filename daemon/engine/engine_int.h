@@ -28,7 +28,7 @@
 					 * and, when it happened, the overhead detach) */
 #define MP_CTX_DROPS_MARK	"; drops: "
 #define MP_CTX_DROPS_PENDING	"pending (trace not completed)"
-/* epoll data of the engine's fds; anything else is a struct mp_ptrace * (its pidfd) */
+/* epoll data of the engine's fds; anything else is a struct mp_proc * (its pidfd) */
 #define MP_EP_RINGBUF		1
 #define MP_EP_TIMER		2
 
@@ -38,20 +38,20 @@
 /* an entry whose alloc could not be written: its free is neither written nor unmatched */
 #define MP_ENTRY_ID_UNWRITTEN	((1ull << MP_ENTRY_ID_BITS) - 1)
 
-struct mp_ptrace;
+struct mp_proc;
 
 /* A completed trace whose writer's thread is still writing (asynchronous outputs). */
 struct mp_closing {
 	struct memprof_writer *w;
-	struct mp_ptrace *t;		/* NULL once the trace was freed */
+	struct mp_proc *pr;		/* NULL once the process was freed */
 	struct mp_closing *next;
 };
 
-/* One trace: a (profile, process) pair. */
-struct mp_ptrace {
+/* A process of a profile: what the engine knows of it, and its trace. */
+struct mp_proc {
 	struct mp_hnode node;		/* key: pid, in the profile's table */
 	struct mp_profile *p;
-	struct mp_ptrace *next;		/* the profile's list, in creation order */
+	struct mp_proc *next;		/* the profile's list, in creation order */
 	pid_t pid;
 	char comm[16];
 	char *path;			/* NULL when written to a passed fd */
@@ -61,7 +61,7 @@ struct mp_ptrace {
 	int pidfd;			/* in the engine's epoll set until completion, or -1 */
 	struct memprof_writer *w;
 	bool completed;			/* writer closed */
-	bool in_list;			/* counted in the engine's open traces */
+	bool in_list;			/* counted in the engine's open processes */
 	bool exited;
 	bool in_table;
 	uint64_t samples, nsamples, frees, live_nsamples, truncated, exec_collects;
@@ -100,9 +100,9 @@ struct mp_profile {
 	struct mp_profile_opts opts;	/* strings point to the copies below */
 	char *out_path, *out_dir;
 	struct mp_sampler sampler;
-	struct mp_htab traces;		/* current trace of each pid */
-	struct mp_ptrace *list, **tail;
-	size_t ntraces;
+	struct mp_htab procs;		/* the current process of each pid */
+	struct mp_proc *list, **tail;
+	size_t nprocs;
 	bool starting;			/* in mp_engine__start(): traces not renamed into place yet */
 	unsigned int nclosing;		/* traces whose writers still finish their files */
 	bool tell_closed;		/* its last closing writer finished: tell the caller */
@@ -125,7 +125,7 @@ struct mp_engine {
 	struct mp_profile *profiles;	/* newest first */
 	uint32_t next_id;
 	uint32_t gen;
-	size_t open_traces;		/* traces not completed, all profiles */
+	size_t open_procs;		/* processes not completed, all profiles */
 	size_t max_procs;
 	uint64_t seed;
 	mp_profile_state_fn state_fn;
@@ -164,33 +164,33 @@ static inline uint64_t now_epoch_us(void)
 void arm_timer(struct mp_engine *e);
 
 /* output.c */
-void trace_write_failed(struct mp_ptrace *t, int err);
-void patch_context(struct mp_ptrace *t);
+void trace_write_failed(struct mp_proc *pr, int err);
+void patch_context(struct mp_proc *pr);
 const char *fd_name(int fd, char *buf, size_t len);
-void trace_unlink(struct mp_ptrace *t, const char *path);
-int trace_commit(struct mp_ptrace *t, char *err, size_t err_len);
-int trace_open_file(struct mp_ptrace *t, const char *path, bool user_named);
-int writer_release(struct mp_engine *e, struct memprof_writer *w, struct mp_ptrace *t);
+void trace_unlink(struct mp_proc *pr, const char *path);
+int trace_commit(struct mp_proc *pr, char *err, size_t err_len);
+int trace_open_file(struct mp_proc *pr, const char *path, bool user_named);
+int writer_release(struct mp_engine *e, struct memprof_writer *w, struct mp_proc *pr);
 void reap_outputs(struct mp_engine *e);
-struct memprof_writer *trace_writer_new(struct mp_ptrace *t);
-void trace_restart_at_exec(struct mp_ptrace *t);
+struct memprof_writer *trace_writer_new(struct mp_proc *pr);
+void trace_restart_at_exec(struct mp_proc *pr);
 
 /* proc.c */
 pid_t proc_tgid(pid_t tid);
 void read_comm(pid_t pid, char comm[16]);
-void trace_update_mode(struct mp_ptrace *t);
-struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, size_t err_len);
-struct mp_ptrace *trace_find(const struct mp_profile *p, pid_t pid);
-void trace_complete(struct mp_ptrace *t);
-void trace_free(struct mp_ptrace *t);
+void proc_update_mode(struct mp_proc *pr);
+struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, char *err, size_t err_len);
+struct mp_proc *proc_find(const struct mp_profile *p, pid_t pid);
+void proc_complete(struct mp_proc *pr);
+void proc_free(struct mp_proc *pr);
 void proc_cfg(const struct mp_profile *p, struct mp_proc_cfg *cfg);
 void proc_release(struct mp_profile *p, pid_t pid, bool detach);
-void proc_detach(struct mp_ptrace *t, const char *why, const char *fallback);
+void proc_detach(struct mp_proc *pr, const char *why, const char *fallback);
 void check_overhead(struct mp_engine *e, uint64_t now);
 
 /* backtrace.c */
-int define_location(struct mp_ptrace *t, uint64_t addr);
-unsigned int stack_select(struct mp_engine *e, struct mp_ptrace *t,
+int define_location(struct mp_proc *pr, uint64_t addr);
+unsigned int stack_select(struct mp_engine *e, struct mp_proc *pr,
 			  const struct mp_alloc_event *ev, const struct mp_ustack *us,
 			  uint64_t *buf, const uint64_t **out);
 
@@ -203,7 +203,7 @@ void alloc_event(struct mp_engine *e, const struct mp_alloc_event *ev,
 int on_event(void *ctx, const void *data, size_t size);
 
 /* preload.c */
-extern const struct mp_preload_batch_ops batch_ops;
+extern const struct mp_preload_batch_ops engine_batch_ops;
 void pull_idle_queues(struct mp_engine *e, uint64_t now);
 
 /* profile.c */

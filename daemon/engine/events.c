@@ -34,19 +34,19 @@
 #include "userspace-lib/codec/writer_async.h"
 #include "daemon/engine/engine_int.h"
 
-static void collect(struct mp_ptrace *t, uint64_t time_us, struct mp_entry *en)
+static void collect(struct mp_proc *pr, uint64_t time_us, struct mp_entry *en)
 {
 	int r;
 
 	if (en->id == MP_ENTRY_ID_UNWRITTEN)	/* its alloc was lost (counted then) */
 		return;
-	if (!t->completed && (r = memprof_writer__collect(t->w, time_us, en->id)) < 0)
-		trace_write_failed(t, r);
-	t->frees++;
-	t->live_nsamples -= en->nsamples;
-	mp_est_sum__add(&t->live_est, -(double)en->nsamples, mp_est_weight(en->len));
-	if (!t->live_nsamples)	/* exactly nothing live, not a rounding residue */
-		t->live_est = (struct mp_est_sum){ 0, 0 };
+	if (!pr->completed && (r = memprof_writer__collect(pr->w, time_us, en->id)) < 0)
+		trace_write_failed(pr, r);
+	pr->frees++;
+	pr->live_nsamples -= en->nsamples;
+	mp_est_sum__add(&pr->live_est, -(double)en->nsamples, mp_est_weight(en->len));
+	if (!pr->live_nsamples)	/* exactly nothing live, not a rounding residue */
+		pr->live_est = (struct mp_est_sum){ 0, 0 };
 }
 
 /* @en's block was freed at @time_us: collect it in its owner's trace and forget it. */
@@ -63,7 +63,7 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 	uint64_t bt[MP_MAX_STACK], dw[MP_MAX_STACK], time_us, n, id, len = (ev->size + 7) / 8;
 	const uint64_t *frames;
 	unsigned int nfr, k = 0;
-	struct mp_ptrace *t;
+	struct mp_proc *pr;
 	struct mp_entry *en;
 	int r;
 
@@ -74,24 +74,24 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 	/* Stopped: what was sampled before the stop still counts, nothing after. */
 	if (p->state == MP_PROFILE_STOPPED && ev->h.time_ns > p->stop_ns)
 		return;
-	t = trace_find(p, (pid_t)ev->h.pid);
-	if (!t || t->completed) {
+	pr = proc_find(p, (pid_t)ev->h.pid);
+	if (!pr || pr->completed) {
 		/* A process detached over its budget: its probes' last hits, in flight when BPF
 		 * was told to ignore it, are not a loss (its trace says it was detached). */
-		if (!t || !t->detached_reason)
+		if (!pr || !pr->detached_reason)
 			e->drops[MP_DROP_NO_PROFILE]++;
 		return;
 	}
 	time_us = mp_ktime_to_epoch_us(ev->h.time_ns);
 
-	en = mp_entries__find(e->entries, t->pid, ev->addr);
+	en = mp_entries__find(e->entries, pr->pid, ev->addr);
 	/* A preload id is never handed out twice: this sample was taken already from the
 	 * process' queue (pull_idle_queues), and is now reported by the library itself. */
 	if (en && (ev->kind & MP_KIND_F_PRELOAD))
 		return;
 	if (en) {
 		/* The allocator handed out a tracked address again: its free was lost. */
-		struct mp_ptrace *owner = mp_entries__owner(e->entries, en);
+		struct mp_proc *owner = mp_entries__owner(e->entries, en);
 
 		collect(owner, time_us, en);
 		owner->stale++;
@@ -104,7 +104,7 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 	else
 		n = mp_sampler__nsamples(&p->sampler, ev->remaining);
 
-	nfr = stack_select(e, t, ev, us, dw, &frames);
+	nfr = stack_select(e, pr, ev, us, dw, &frames);
 	/* BPF and the unwinder give innermost first; memtrace wants outermost first. The
 	 * frames the previous backtrace had at the same place are defined already. */
 	for (unsigned int i = nfr; i-- > 0;) {
@@ -112,57 +112,57 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 
 		if (!a || a >= (1ull << 62))
 			continue;
-		if ((k >= t->prev_len || t->prev_bt[k] != a) && define_location(t, a) < 0)
+		if ((k >= pr->prev_len || pr->prev_bt[k] != a) && define_location(pr, a) < 0)
 			continue;
 		bt[k++] = a;
 	}
-	memcpy(t->prev_bt, bt, k * sizeof(bt[0]));
-	t->prev_len = k;
+	memcpy(pr->prev_bt, bt, k * sizeof(bt[0]));
+	pr->prev_len = k;
 
-	en = mp_entries__insert(e->entries, t->pid, (pid_t)ev->h.tid, ev->addr);
+	en = mp_entries__insert(e->entries, pr->pid, (pid_t)ev->h.tid, ev->addr);
 	if (!en) {
 		/* Untracked, its free could not be matched: leave it out of the trace rather
 		 * than show it live forever. */
-		t->table_full++;
+		pr->table_full++;
 		e->drops[MP_DROP_TABLE_FULL]++;
 		return;
 	}
-	r = memprof_writer__alloc(t->w, time_us, len, n, MEMPROF_SOURCE_EXTERNAL, bt, k, &id);
+	r = memprof_writer__alloc(pr->w, time_us, len, n, MEMPROF_SOURCE_EXTERNAL, bt, k, &id);
 	if (r < 0) {
-		trace_write_failed(t, r);
+		trace_write_failed(pr, r);
 		/* not in the trace: its free is neither written nor an unmatched free */
-		if (mp_entries__set(e->entries, en, t, MP_ENTRY_ID_UNWRITTEN, n))
+		if (mp_entries__set(e->entries, en, pr, MP_ENTRY_ID_UNWRITTEN, n))
 			mp_entries__remove(e->entries, en);
 		return;
 	}
-	if (mp_entries__set(e->entries, en, t, id, n)) {
+	if (mp_entries__set(e->entries, en, pr, id, n)) {
 		/* Cannot be tracked (a multiplicity or id beyond the entry's fields, too many
-		 * traces of one pid): collected at once rather than shown live forever. */
-		r = memprof_writer__collect(t->w, time_us, id);
+		 * processes of one pid): collected at once rather than shown live forever. */
+		r = memprof_writer__collect(pr->w, time_us, id);
 		if (r < 0)
-			trace_write_failed(t, r);
+			trace_write_failed(pr, r);
 		mp_entries__remove(e->entries, en);
-		t->table_full++;
+		pr->table_full++;
 		e->drops[MP_DROP_TABLE_FULL]++;
 		return;
 	}
-	t->samples++;
-	t->nsamples += n;
-	t->live_nsamples += n;
+	pr->samples++;
+	pr->nsamples += n;
+	pr->live_nsamples += n;
 	/* live blocks weigh in at their length as the entry keeps it (clamped), so that their
 	 * frees take off exactly what they added */
 	en->len = len < MP_ENTRY_LEN_MAX ? len : MP_ENTRY_LEN_MAX;
-	mp_est_sum__add(&t->est, (double)n, mp_est_weight(len));
-	mp_est_sum__add(&t->live_est, (double)n, mp_est_weight(en->len));
+	mp_est_sum__add(&pr->est, (double)n, mp_est_weight(len));
+	mp_est_sum__add(&pr->live_est, (double)n, mp_est_weight(en->len));
 	/* the library's counters, read now and then while the process lives */
-	if (t->mode == MP_PROC_MODE_PRELOAD && !(t->samples & 255))
-		trace_update_mode(t);
+	if (pr->mode == MP_PROC_MODE_PRELOAD && !(pr->samples & 255))
+		proc_update_mode(pr);
 }
 
 static void on_free(struct mp_engine *e, const struct mp_free_event *ev)
 {
 	struct mp_entry *en = mp_entries__find(e->entries, (pid_t)ev->h.pid, ev->addr);
-	struct mp_ptrace *t;
+	struct mp_proc *pr;
 
 	if (!en) {
 		struct mp_profile *p = profile_by_id(e, ev->h.profile);
@@ -171,12 +171,12 @@ static void on_free(struct mp_engine *e, const struct mp_free_event *ev)
 		 * or inherited across fork: not ours, not a loss */
 		if (ev->kind & MP_KIND_F_PRELOAD)
 			return;
-		t = p ? trace_find(p, (pid_t)ev->h.pid) : NULL;
-		if (t && t->completed && t->detached_reason)
+		pr = p ? proc_find(p, (pid_t)ev->h.pid) : NULL;
+		if (pr && pr->completed && pr->detached_reason)
 			return;	/* detached: its entries went with its trace (on_alloc) */
 		e->drops[MP_DROP_UNMATCHED_FREE]++;
-		if (t)
-			t->unmatched++;
+		if (pr)
+			pr->unmatched++;
 		return;
 	}
 	collect_remove(e, mp_ktime_to_epoch_us(ev->h.time_ns), en);
@@ -208,18 +208,18 @@ static void on_fork(struct mp_engine *e, const struct mp_proc_event *ev)
 	struct mp_profile *p = profile_by_id(e, ev->h.profile);
 	pid_t child = (pid_t)ev->other_pid;
 	struct mp_proc_cfg cfg;
-	struct mp_ptrace *t;
+	struct mp_proc *pr;
 	char err[256];
 
 	if (!p || p->state == MP_PROFILE_DISCARDED || p->opts.no_follow_forks || !child)
 		return;
-	t = trace_find(p, child);
-	if (t && !t->completed)
+	pr = proc_find(p, child);
+	if (pr && !pr->completed)
 		return;
-	t = NULL;
-	if (e->open_traces < e->max_procs)
-		t = trace_new(p, child, err, sizeof(err));
-	if (!t) {
+	pr = NULL;
+	if (e->open_procs < e->max_procs)
+		pr = proc_new(p, child, err, sizeof(err));
+	if (!pr) {
 		/* Not followed: BPF forgets it rather than sample into nothing. */
 		e->drops[MP_DROP_PROCS_FULL]++;
 		if (e->bpf)
@@ -242,21 +242,21 @@ struct exec_collect_ctx {
 static void exec_collect_cb(void *ctx, struct mp_entry *en)
 {
 	struct exec_collect_ctx *c = ctx;
-	struct mp_ptrace *t = mp_entries__owner(c->e->entries, en);
+	struct mp_proc *pr = mp_entries__owner(c->e->entries, en);
 
-	if (!t)
+	if (!pr)
 		return;
-	collect(t, c->time_us, en);
-	t->exec_collects++;
+	collect(pr, c->time_us, en);
+	pr->exec_collects++;
 }
 
-/* Is @pid traced by a profile that still writes its trace? */
+/* Is @pid a process of a profile that still writes its trace? */
 static bool maps_followed(const struct mp_engine *e, pid_t pid)
 {
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
-		struct mp_ptrace *t = trace_find(p, pid);
+		struct mp_proc *pr = proc_find(p, pid);
 
-		if (t && !t->completed)
+		if (pr && !pr->completed)
 			return true;
 	}
 	return false;
@@ -285,11 +285,11 @@ void maps_changed(struct mp_engine *e, pid_t pid)
 static void exec_check(struct mp_engine *e, pid_t pid, bool secure)
 {
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
-		struct mp_ptrace *t = trace_find(p, pid);
+		struct mp_proc *pr = proc_find(p, pid);
 		char why[512] = "";
 		int r = 0;
 
-		if (!t || t->completed || t->detached_reason || p->state == MP_PROFILE_DISCARDED ||
+		if (!pr || pr->completed || pr->detached_reason || p->state == MP_PROFILE_DISCARDED ||
 		    !p->opts.owner_uid)
 			continue;
 		if (e->opts.exec_check)
@@ -302,7 +302,7 @@ static void exec_check(struct mp_engine *e, pid_t pid, bool secure)
 		if (!why[0])
 			snprintf(why, sizeof(why), "process %d exec'd a program with more privileges "
 				 "(set-id or file capabilities)", (int)pid);
-		proc_detach(t, why, "exec'd a program its profile's owner may not profile");
+		proc_detach(pr, why, "exec'd a program its profile's owner may not profile");
 	}
 }
 
@@ -327,26 +327,26 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 	}
 	read_comm(pid, comm);	/* the new image's name, for summaries (not the trace's) */
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
-		struct mp_ptrace *t = trace_find(p, pid);
+		struct mp_proc *pr = proc_find(p, pid);
 
-		if (t) {	/* another image: other code at those addresses */
-			memset(t->fp_ok, 0, sizeof(t->fp_ok));
-			t->prev_len = 0;
+		if (pr) {	/* another image: other code at those addresses */
+			memset(pr->fp_ok, 0, sizeof(pr->fp_ok));
+			pr->prev_len = 0;
 			if (strcmp(comm, "?"))
-				memcpy(t->comm, comm, sizeof(t->comm));
-			trace_restart_at_exec(t);
+				memcpy(pr->comm, comm, sizeof(pr->comm));
+			trace_restart_at_exec(pr);
 		}
-		if (t && !t->completed && p->state == MP_PROFILE_SAMPLING)
+		if (pr && !pr->completed && p->state == MP_PROFILE_SAMPLING)
 			attach = true;
 	}
 	if (attach && e->bpf)
 		mp_bpf__attach(e->bpf, pid, NULL, 0);
 	/* the new image may (not) map libmemprof-preload: the loader decided again */
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
-		struct mp_ptrace *t = trace_find(p, pid);
+		struct mp_proc *pr = proc_find(p, pid);
 
-		if (t && !t->completed)
-			trace_update_mode(t);
+		if (pr && !pr->completed)
+			proc_update_mode(pr);
 	}
 	arm_timer(e);	/* the flush */
 }
@@ -356,23 +356,23 @@ int proc_gone(struct mp_engine *e, pid_t pid)
 	int found = 0;
 
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
-		struct mp_ptrace *t = trace_find(p, pid);
+		struct mp_proc *pr = proc_find(p, pid);
 
-		if (!t || t->exited)
+		if (!pr || pr->exited)
 			continue;
 		found = 1;
-		t->exited = true;
-		if (e->bpf && !t->detached_reason) { /* final count (the loader drops it next) */
+		pr->exited = true;
+		if (e->bpf && !pr->detached_reason) { /* final count (the loader drops it next) */
 			struct mp_proc_hits h;
 
-			if (!mp_bpf__proc_hits(e->bpf, pid, &h) && h.entries >= t->hits.entries &&
-			    h.returns >= t->hits.returns)
-				t->hits = h;
+			if (!mp_bpf__proc_hits(e->bpf, pid, &h) && h.entries >= pr->hits.entries &&
+			    h.returns >= pr->hits.returns)
+				pr->hits = h;
 		}
-		trace_complete(t);
+		proc_complete(pr);
 		if (p->state != MP_PROFILE_DISCARDED)
 			proc_release(p, pid, false);
-		if (!t->detached_reason) /* a detached process left nalive then */
+		if (!pr->detached_reason) /* a detached process left nalive then */
 			profile_proc_exited(p);
 	}
 	mp_entries__drain(e->entries, pid, NULL, NULL, NULL);
@@ -424,7 +424,7 @@ int on_event(void *ctx, const void *data, size_t size)
 		}
 		break;
 	case MP_EV_PRELOAD_BATCH:
-		if (mp_preload_batch__expand(data, size, &batch_ops, e, &e->batches))
+		if (mp_preload_batch__expand(data, size, &engine_batch_ops, e, &e->batches))
 			e->drops[MP_DROP_MALFORMED]++;
 		break;
 	case MP_EV_FREE:

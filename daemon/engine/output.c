@@ -34,27 +34,27 @@
 #include "userspace-lib/codec/writer_async.h"
 #include "daemon/engine/engine_int.h"
 
-static void build_context(const struct mp_ptrace *t, char *buf, size_t len)
+static void build_context(const struct mp_proc *pr, char *buf, size_t len)
 {
-	const struct mp_profile *p = t->p;
+	const struct mp_profile *p = pr->p;
 
 	snprintf(buf, len,
 		 "memprofd profile=%" PRIu32 " pid=%d comm=%s rate=%g callstack_size=%u "
 		 "(deeper stacks keep their innermost frames) unwind=%s stack_copy=%d "
 		 "sizes=words(ceil(bytes/8)) source=External threads=merged mode=%s%s%-*s",
-		 p->id, (int)t->pid, t->comm, p->opts.rate, p->opts.callstack_size,
+		 p->id, (int)pr->pid, pr->comm, p->opts.rate, p->opts.callstack_size,
 		 mp_unwind__name(p->opts.unwind),
 		 p->opts.stack_copy_size > 0 ? p->opts.stack_copy_size : 0,
-		 mp_proc_mode__name(t->mode),
+		 mp_proc_mode__name(pr->mode),
 		 MP_CTX_DROPS_MARK, MP_CTX_DROPS_WIDTH,
 		 /* a compressed stream cannot be patched in place */
 		 p->opts.zstd_level > 0 ? "not recorded in compressed traces" :
 					  MP_CTX_DROPS_PENDING);
 }
 
-static void final_drops(const struct mp_ptrace *t, char *buf, size_t len)
+static void final_drops(const struct mp_proc *pr, char *buf, size_t len)
 {
-	const struct mp_profile *p = t->p;
+	const struct mp_profile *p = pr->p;
 	uint64_t now[MP_STAT__MAX] = { 0 }, d[MP_STAT__MAX] = { 0 };
 
 	if (p->e->bpf && mp_bpf__stats(p->e->bpf, now) >= 0)
@@ -67,39 +67,39 @@ static void final_drops(const struct mp_ptrace *t, char *buf, size_t len)
 		 PRIu64 " exec_collects=%" PRIu64 "; all processes: ringbuf=%" PRIu64
 		 " bpf_table=%" PRIu64 " missed_returns=%" PRIu64 " stack_errors=%" PRIu64
 		 " ustack_lost=%" PRIu64 " bpf_procs_full=%" PRIu64,
-		 t->table_full, t->unmatched, t->stale, t->write_errors, t->stalled, t->truncated,
-		 t->window_cut, t->exec_collects, d[MP_STAT_RINGBUF_DROPS],
+		 pr->table_full, pr->unmatched, pr->stale, pr->write_errors, pr->stalled, pr->truncated,
+		 pr->window_cut, pr->exec_collects, d[MP_STAT_RINGBUF_DROPS],
 		 d[MP_STAT_TABLE_DROPS], d[MP_STAT_MISSED_RETURNS], d[MP_STAT_STACK_ERRORS],
 		 d[MP_STAT_USTACK_LOST], d[MP_STAT_PROCS_FULL]);
-	if (t->detached_reason && strlen(buf) + 1 < len)
+	if (pr->detached_reason && strlen(buf) + 1 < len)
 		snprintf(buf + strlen(buf), len - strlen(buf), "; detached before exit: %s",
-			 t->detached_reason);
+			 pr->detached_reason);
 }
 
 /*
- * A write into @t's trace failed with @err (-errno): counted, the first error kept with its
+ * A write into @pr's trace failed with @err (-errno): counted, the first error kept with its
  * time. -EAGAIN is an output that does not keep up (its queue is full): the event is not in
  * the trace, which stays whole, and counts as stalled.
  */
-void trace_write_failed(struct mp_ptrace *t, int err)
+void trace_write_failed(struct mp_proc *pr, int err)
 {
 	if (err == -EAGAIN) {
-		if (!t->stalled++)
-			t->stalled_us = now_epoch_us();
-		t->p->e->drops[MP_DROP_STALLED]++;
+		if (!pr->stalled++)
+			pr->stalled_us = now_epoch_us();
+		pr->p->e->drops[MP_DROP_STALLED]++;
 		return;
 	}
-	if (!t->write_err) {
+	if (!pr->write_err) {
 		uint64_t since = 0;
 
-		t->write_err = err < 0 ? -err : EIO;
+		pr->write_err = err < 0 ? -err : EIO;
 		/* the writer's thread saw it first, when it is the file's own error */
-		if (!t->w || mp_writer__output_error(t->w, &since, NULL) != t->write_err || !since)
+		if (!pr->w || mp_writer__output_error(pr->w, &since, NULL) != pr->write_err || !since)
 			since = now_epoch_us();
-		t->write_err_us = since;
+		pr->write_err_us = since;
 	}
-	t->write_errors++;
-	t->p->e->drops[MP_DROP_WRITE]++;
+	pr->write_errors++;
+	pr->p->e->drops[MP_DROP_WRITE]++;
 }
 
 /*
@@ -108,19 +108,19 @@ void trace_write_failed(struct mp_ptrace *t, int err)
  * (same length, so the packet stays valid). Plain traces on regular files only: the writer
  * does it after the last packet (on its thread for an asynchronous output).
  */
-void patch_context(struct mp_ptrace *t)
+void patch_context(struct mp_proc *pr)
 {
 	char new[MP_CTX_DROPS_WIDTH + 1];
 	int r;
 
-	if (!t->w || t->p->opts.zstd_level > 0)
+	if (!pr->w || pr->p->opts.zstd_level > 0)
 		return;
-	final_drops(t, new, sizeof(new));
+	final_drops(pr, new, sizeof(new));
 	snprintf(new + strlen(new), sizeof(new) - strlen(new), "%-*s",
 		 (int)(MP_CTX_DROPS_WIDTH - strlen(new)), "");
-	r = mp_writer__patch_context_tail(t->w, new, MP_CTX_DROPS_WIDTH);
+	r = mp_writer__patch_context_tail(pr->w, new, MP_CTX_DROPS_WIDTH);
 	if (r < 0 && r != -ENOTSUP)
-		trace_write_failed(t, r);
+		trace_write_failed(pr, r);
 }
 
 /* What @fd is, for a message: its path as /proc shows it. */
@@ -137,60 +137,60 @@ const char *fd_name(int fd, char *buf, size_t len)
 	return buf;
 }
 
-/* Undo @t's file: what trace_open_file() made goes (never a device, or a file it replaces). */
-void trace_unlink(struct mp_ptrace *t, const char *path)
+/* Undo @pr's file: what trace_open_file() made goes (never a device, or a file it replaces). */
+void trace_unlink(struct mp_proc *pr, const char *path)
 {
-	if (t->out.tmp)
-		unlink(t->out.tmp);
-	else if (t->own_file)
+	if (pr->out.tmp)
+		unlink(pr->out.tmp);
+	else if (pr->own_file)
 		unlink(path);
-	t->own_file = false;
-	mp_outfile__done(&t->out);
+	pr->own_file = false;
+	mp_outfile__done(&pr->out);
 }
 
-/* @t's file takes the name the user gave it (a file there until now is replaced). */
-int trace_commit(struct mp_ptrace *t, char *err, size_t err_len)
+/* @pr's file takes the name the user gave it (a file there until now is replaced). */
+int trace_commit(struct mp_proc *pr, char *err, size_t err_len)
 {
-	int r = mp_outfile__commit(&t->out);
+	int r = mp_outfile__commit(&pr->out);
 
 	if (r < 0) {
-		t->own_file = false;	/* the new file is gone, the old one left */
-		snprintf(err, err_len, "Failed to rename the trace into '%s': %s", t->path,
+		pr->own_file = false;	/* the new file is gone, the old one left */
+		snprintf(err, err_len, "Failed to rename the trace into '%s': %s", pr->path,
 			 strerror(-r));
 	}
 	return r;
 }
 
 /*
- * The trace file of @t at @path. In a directory of traces (the service's own, or record's
+ * The trace file of @pr at @path. In a directory of traces (the service's own, or record's
  * default) it is a new file (O_EXCL: -EEXIST when the name is taken), readable by its owner
  * only; a path the user named (-o) goes through mp_outfile: a file already there is replaced
  * only at trace_commit(), a device or FIFO is written as it is and never removed.
  */
-int trace_open_file(struct mp_ptrace *t, const char *path, bool user_named)
+int trace_open_file(struct mp_proc *pr, const char *path, bool user_named)
 {
-	struct mp_profile *p = t->p;
+	struct mp_profile *p = pr->p;
 	int fd, err;
 
 	if (user_named) {
-		err = mp_outfile__open(&t->out, path, true, 0644);
+		err = mp_outfile__open(&pr->out, path, true, 0644);
 		if (err)
 			return err;
-		fd = t->out.fd;
-		t->own_file = t->out.tmp || t->out.created;
+		fd = pr->out.fd;
+		pr->own_file = pr->out.tmp || pr->out.created;
 	} else {
 		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, MP_TRACE_MODE);
 		if (fd < 0)
 			return -errno;
-		t->own_file = true;
+		pr->own_file = true;
 	}
 	if (geteuid() == 0 && (p->opts.owner_uid || p->opts.owner_gid) &&
 	    fchown(fd, p->opts.owner_uid, p->opts.owner_gid)) {
 		err = -errno;
 		close(fd);
 		if (user_named)
-			t->out.fd = -1;
-		trace_unlink(t, path);
+			pr->out.fd = -1;
+		trace_unlink(pr, path);
 		return err;
 	}
 	return fd;
@@ -198,10 +198,10 @@ int trace_open_file(struct mp_ptrace *t, const char *path, bool user_named)
 
 /*
  * Complete @w's file without waiting for it: its thread finishes the file; a writer not done
- * yet is kept in the engine's closing list (for @t, or none) and closed by reap_outputs().
+ * yet is kept in the engine's closing list (for @pr, or none) and closed by reap_outputs().
  * Returns the writer's error, or 0.
  */
-int writer_release(struct mp_engine *e, struct memprof_writer *w, struct mp_ptrace *t)
+int writer_release(struct mp_engine *e, struct memprof_writer *w, struct mp_proc *pr)
 {
 	struct mp_closing *c;
 	int r;
@@ -211,12 +211,12 @@ int writer_release(struct mp_engine *e, struct memprof_writer *w, struct mp_ptra
 	r = mp_writer__finish(w);
 	if (!mp_writer__done(w) && (c = calloc(1, sizeof(*c)))) {
 		c->w = w;
-		c->t = t;
+		c->pr = pr;
 		c->next = e->closing;
 		e->closing = c;
-		if (t) {
-			t->closing = c;
-			t->p->nclosing++;
+		if (pr) {
+			pr->closing = c;
+			pr->p->nclosing++;
 		}
 		return r;
 	}
@@ -234,7 +234,7 @@ void reap_outputs(struct mp_engine *e)
 	e->reaping = true;
 	for (struct mp_closing **cp = &e->closing; *cp;) {
 		struct mp_closing *c = *cp;
-		struct mp_ptrace *t = c->t;
+		struct mp_proc *pr = c->pr;
 		uint64_t since;
 		int r;
 
@@ -245,20 +245,20 @@ void reap_outputs(struct mp_engine *e)
 		*cp = c->next;
 		mp_writer__output_error(c->w, &since, NULL);
 		r = memprof_writer__close(c->w);
-		if (t && r < 0) {
-			if (!t->write_err) {	/* the time the file failed, not now */
-				t->write_err = -r;
-				t->write_err_us = since ? since : now_epoch_us();
+		if (pr && r < 0) {
+			if (!pr->write_err) {	/* the time the file failed, not now */
+				pr->write_err = -r;
+				pr->write_err_us = since ? since : now_epoch_us();
 			}
-			trace_write_failed(t, r);
+			trace_write_failed(pr, r);
 		}
-		if (t) {
-			t->closing = NULL;
+		if (pr) {
+			pr->closing = NULL;
 			/* only a discarded profile waits for its files (its reply, its manifest's
 			 * "complete"); telling a running one at each exit rewrote its manifest per
 			 * exited process, O(processes) each time */
-			if (!--t->p->nclosing && t->p->state == MP_PROFILE_DISCARDED)
-				t->p->tell_closed = true;
+			if (!--pr->p->nclosing && pr->p->state == MP_PROFILE_DISCARDED)
+				pr->p->tell_closed = true;
 		}
 		free(c);
 	}
@@ -273,92 +273,92 @@ void reap_outputs(struct mp_engine *e)
 	e->reaping = false;
 }
 
-/* The trace-info of @t: the process' image now. @exe and @ctx are the caller's buffers. */
-static void trace_info(struct mp_ptrace *t, struct memprof_trace_info *info, char *exe,
+/* The trace-info of @pr: the process' image now. @exe and @ctx are the caller's buffers. */
+static void trace_info(struct mp_proc *pr, struct memprof_trace_info *info, char *exe,
 		       size_t exe_len, char *ctx, size_t ctx_len)
 {
-	struct mp_profile *p = t->p;
+	struct mp_profile *p = pr->p;
 	char path[64];
 	ssize_t n;
 
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)t->pid);
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pr->pid);
 	n = readlink(path, exe, exe_len - 1);
 	if (n > 0)
 		exe[n] = '\0';
 	else
-		snprintf(exe, exe_len, "%s", t->comm);
-	build_context(t, ctx, ctx_len);
+		snprintf(exe, exe_len, "%s", pr->comm);
+	build_context(pr, ctx, ctx_len);
 	*info = (struct memprof_trace_info){ 0 };
 	info->sample_rate = p->opts.rate;
 	info->word_size = 64;
 	info->executable_name = exe;
 	info->host_name = p->e->hostname;
 	info->runtime_params = "memprofd " MP_ENGINE_VERSION;
-	info->pid = (uint64_t)t->pid;
+	info->pid = (uint64_t)pr->pid;
 	info->start_time_us = now_epoch_us();
 	info->context = ctx;
 }
 
 /*
- * A writer on @t's file, its trace-info packet written (queued, for an asynchronous output).
- * The writer owns the fd from now on, also on failure (t->fd is -1 afterwards). NULL + errno.
+ * A writer on @pr's file, its trace-info packet written (queued, for an asynchronous output).
+ * The writer owns the fd from now on, also on failure (pr->fd is -1 afterwards). NULL + errno.
  */
-struct memprof_writer *trace_writer_new(struct mp_ptrace *t)
+struct memprof_writer *trace_writer_new(struct mp_proc *pr)
 {
-	struct mp_profile *p = t->p;
+	struct mp_profile *p = pr->p;
 	struct memprof_trace_info info;
 	struct memprof_writer_opts wo = { .sz = sizeof(wo) };
 	char exe[4096], ctx[1024];
-	int fd = t->fd;
+	int fd = pr->fd;
 
-	trace_info(t, &info, exe, sizeof(exe), ctx, sizeof(ctx));
+	trace_info(pr, &info, exe, sizeof(exe), ctx, sizeof(ctx));
 	wo.version = p->opts.format_version;
 	wo.zstd_level = p->opts.zstd_level;
 	wo.real_verifier = 1;
-	t->fd = -1;
+	pr->fd = -1;
 	return mp_writer__new_async(fd, p->e->opts.output_queue_bytes, &info, &wo);
 }
 
 /*
- * @t's process exec'd before anything of it was written (a fork child that execs at once, as a
+ * @pr's process exec'd before anything of it was written (a fork child that execs at once, as a
  * shell's do): its trace starts over, named after the new image, instead of keeping the
  * name it had at fork. Only a regular file can start over; a failure completes the trace.
  */
-void trace_restart_at_exec(struct mp_ptrace *t)
+void trace_restart_at_exec(struct mp_proc *pr)
 {
 	struct memprof_trace_info info;
 	char exe[4096], ctx[1024];
 	int r;
 
-	if (t->completed || !t->w || t->samples || t->frees || t->unmatched || t->write_errors ||
-	    t->stalled)
+	if (pr->completed || !pr->w || pr->samples || pr->frees || pr->unmatched || pr->write_errors ||
+	    pr->stalled)
 		return;
-	trace_info(t, &info, exe, sizeof(exe), ctx, sizeof(ctx));
-	r = mp_writer__reset(t->w, &info);
+	trace_info(pr, &info, exe, sizeof(exe), ctx, sizeof(ctx));
+	r = mp_writer__reset(pr->w, &info);
 	if (r < 0 && r != -ENOTSUP && r != -EBUSY) {
-		trace_write_failed(t, r);
-		trace_complete(t);
+		trace_write_failed(pr, r);
+		proc_complete(pr);
 	}
 }
 
 size_t mp_profile__write_failures(const struct mp_profile *p,
 				  void (*fn)(void *ctx, const char *msg), void *ctx)
 {
-	char msg[4096 + 256];	/* trace_new()'s paths are at most 4096 */
+	char msg[4096 + 256];	/* proc_new()'s paths are at most 4096 */
 	size_t n = 0;
 
-	for (const struct mp_ptrace *t = p->list; t; t = t->next) {
-		const char *where = t->path ? t->path : "the caller's file";
+	for (const struct mp_proc *pr = p->list; pr; pr = pr->next) {
+		const char *where = pr->path ? pr->path : "the caller's file";
 
-		if (t->write_errors)
+		if (pr->write_errors)
 			snprintf(msg, sizeof(msg), "Failed to write the trace of %s (pid %d) to "
 				 "'%s': %s; %" PRIu64 " writes lost, the trace is incomplete",
-				 t->comm, (int)t->pid, where,
-				 strerror(t->write_err ? t->write_err : EIO), t->write_errors);
-		else if (t->stalled)
+				 pr->comm, (int)pr->pid, where,
+				 strerror(pr->write_err ? pr->write_err : EIO), pr->write_errors);
+		else if (pr->stalled)
 			snprintf(msg, sizeof(msg), "The output of the trace of %s (pid %d), "
 				 "'%s', did not keep up: %" PRIu64 " events were not written",
-				 t->comm, (int)t->pid, where, t->stalled);
+				 pr->comm, (int)pr->pid, where, pr->stalled);
 		else
 			continue;
 		fn(ctx, msg);
@@ -373,19 +373,19 @@ size_t mp_profile__new_write_failures(struct mp_profile *p,
 	char msg[4096 + 256], when[64];
 	size_t n = 0;
 
-	for (struct mp_ptrace *t = p->list; t; t = t->next) {
+	for (struct mp_proc *pr = p->list; pr; pr = pr->next) {
 		time_t sec;
 		struct tm tm;
 
-		if (!t->write_err || t->write_err_told)
+		if (!pr->write_err || pr->write_err_told)
 			continue;
-		t->write_err_told = true;
-		sec = (time_t)(t->write_err_us / 1000000);
+		pr->write_err_told = true;
+		sec = (time_t)(pr->write_err_us / 1000000);
 		localtime_r(&sec, &tm);
 		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
 		snprintf(msg, sizeof(msg), "Failed to write the trace of %s (pid %d) to '%s' since "
-			 "%s: %s; the trace ends there", t->comm, (int)t->pid,
-			 t->path ? t->path : "the caller's file", when, strerror(t->write_err));
+			 "%s: %s; the trace ends there", pr->comm, (int)pr->pid,
+			 pr->path ? pr->path : "the caller's file", when, strerror(pr->write_err));
 		fn(ctx, msg);
 		n++;
 	}
@@ -414,9 +414,9 @@ size_t mp_engine__wait_outputs(struct mp_engine *e, unsigned int timeout_ms,
 		if (!fn)
 			continue;
 		snprintf(msg, sizeof(msg), "The trace of %s (pid %d) in '%s' could not be "
-			 "completed: its output is stuck", c->t ? c->t->comm : "?",
-			 c->t ? (int)c->t->pid : 0,
-			 c->t && c->t->path ? c->t->path : "the caller's file");
+			 "completed: its output is stuck", c->pr ? c->pr->comm : "?",
+			 c->pr ? (int)c->pr->pid : 0,
+			 c->pr && c->pr->path ? c->pr->path : "the caller's file");
 		fn(ctx, msg);
 	}
 	return n;

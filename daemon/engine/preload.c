@@ -44,7 +44,7 @@ static void batch_frees(void *ctx, const struct mp_free_batch_event *ev, size_t 
 	on_free_batch(ctx, ev, size);
 }
 
-const struct mp_preload_batch_ops batch_ops = {
+const struct mp_preload_batch_ops engine_batch_ops = {
 	.alloc = batch_alloc,
 	.frees = batch_frees,
 };
@@ -67,7 +67,7 @@ static void pull_queue(struct mp_engine *e, pid_t pid, bool last)
 	if (!e->pull_buf && !(e->pull_buf = malloc(MP_PULL_BUF)))
 		return;
 	n = mp_bpf__preload_pull(e->bpf, pid, e->pull_buf, MP_PULL_BUF, last);
-	if (n > 0 && mp_preload_batch__expand(e->pull_buf, (size_t)n, &batch_ops, e, &e->batches))
+	if (n > 0 && mp_preload_batch__expand(e->pull_buf, (size_t)n, &engine_batch_ops, e, &e->batches))
 		e->drops[MP_DROP_MALFORMED]++;
 }
 
@@ -79,11 +79,11 @@ void pull_idle_queues(struct mp_engine *e, uint64_t now)
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		if (p->state == MP_PROFILE_DISCARDED)
 			continue;
-		for (struct mp_ptrace *t = p->list; t; t = t->next) {
-			if (t->exited || t->completed)
+		for (struct mp_proc *pr = p->list; pr; pr = pr->next) {
+			if (pr->exited || pr->completed)
 				continue;
-			/* a second trace of the same process finds the queue taken */
-			pull_queue(e, t->pid, false);
+			/* the same pid in a second profile finds the queue taken */
+			pull_queue(e, pr->pid, false);
 		}
 	}
 }
@@ -91,10 +91,10 @@ void pull_idle_queues(struct mp_engine *e, uint64_t now)
 void mp_engine__exiting(struct mp_engine *e, pid_t pid)
 {
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
-		struct mp_ptrace *t = trace_find(p, pid);
+		struct mp_proc *pr = proc_find(p, pid);
 
-		if (t && !t->completed && t->mode == MP_PROC_MODE_PRELOAD) {
-			trace_update_mode(t);
+		if (pr && !pr->completed && pr->mode == MP_PROC_MODE_PRELOAD) {
+			proc_update_mode(pr);
 			/* killed (no destructor, no _exit): what the library still queues */
 			if (e->bpf)
 				pull_queue(e, pid, true);

@@ -85,27 +85,27 @@ static void sanitize(char *s)
  * Watch the process through a pidfd in the engine's epoll set: if its exit event is lost
  * (ring buffer full), the pidfd still says it is gone and the trace gets completed.
  */
-static void watch_exit(struct mp_engine *e, struct mp_ptrace *t)
+static void watch_exit(struct mp_engine *e, struct mp_proc *pr)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = t };
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = pr };
 
-	t->pidfd = (int)syscall(SYS_pidfd_open, t->pid, 0);
-	if (t->pidfd < 0)
+	pr->pidfd = (int)syscall(SYS_pidfd_open, pr->pid, 0);
+	if (pr->pidfd < 0)
 		return;	/* gone already: its exit event is on its way */
-	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, t->pidfd, &ev)) {
-		close(t->pidfd);
-		t->pidfd = -1;
+	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, pr->pidfd, &ev)) {
+		close(pr->pidfd);
+		pr->pidfd = -1;
 	}
 }
 
-static void unwatch_exit(struct mp_engine *e, struct mp_ptrace *t)
+static void unwatch_exit(struct mp_engine *e, struct mp_proc *pr)
 {
-	if (t->pidfd < 0)
+	if (pr->pidfd < 0)
 		return;
 	/* explicitly: a forked copy of the fd would keep the registration alive */
-	epoll_ctl(e->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
-	close(t->pidfd);
-	t->pidfd = -1;
+	epoll_ctl(e->epfd, EPOLL_CTL_DEL, pr->pidfd, NULL);
+	close(pr->pidfd);
+	pr->pidfd = -1;
 }
 
 const char *mp_proc_mode__name(enum mp_proc_mode m)
@@ -113,17 +113,17 @@ const char *mp_proc_mode__name(enum mp_proc_mode m)
 	return m == MP_PROC_MODE_PRELOAD ? "preload" : "uprobe";
 }
 
-/* How the loader profiles the trace's process; a preload one's library counters. */
-void trace_update_mode(struct mp_ptrace *t)
+/* How the loader profiles the process; a preload one's library counters. */
+void proc_update_mode(struct mp_proc *pr)
 {
-	struct mp_bpf *b = t->p->e->bpf;
-	int mode = b ? mp_bpf__mode(b, t->pid) : -ENOENT;
+	struct mp_bpf *b = pr->p->e->bpf;
+	int mode = b ? mp_bpf__mode(b, pr->pid) : -ENOENT;
 
 	if (mode == MP_BPF_MODE_PRELOAD) {
-		t->mode = MP_PROC_MODE_PRELOAD;
-		mp_bpf__preload_stats(b, t->pid, t->pl_stats, MEMPROF_PRELOAD_STAT__SLOTS);
+		pr->mode = MP_PROC_MODE_PRELOAD;
+		mp_bpf__preload_stats(b, pr->pid, pr->pl_stats, MEMPROF_PRELOAD_STAT__SLOTS);
 	} else if (mode == MP_BPF_MODE_UPROBE) {
-		t->mode = MP_PROC_MODE_UPROBE;
+		pr->mode = MP_PROC_MODE_UPROBE;
 	}
 }
 
@@ -167,47 +167,47 @@ static void prewarm(struct mp_profile *p, pid_t pid)
 	}
 }
 
-/* Create the trace of @pid in @p and write its trace-info packet. */
-struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
+/* Create the process @pid of @p: its trace is created and its trace-info packet written. */
+struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
 {
 	struct mp_engine *e = p->e;
-	struct mp_ptrace *t = calloc(1, sizeof(*t));
+	struct mp_proc *pr = calloc(1, sizeof(*pr));
 	const char *ext = p->opts.zstd_level > 0 ? ".ctf.zst" : ".ctf";
-	bool first = p->ntraces == 0, user_named = false;
+	bool first = p->nprocs == 0, user_named = false;
 	char path[4096], comm[16], fdname[4096];
 	struct mp_mapping_info mi;
 	int r;
 
-	if (!t) {
+	if (!pr) {
 		snprintf(err, err_len, "Out of memory");
 		return NULL;
 	}
-	t->p = p;
-	t->pid = pid;
-	t->fd = -1;
-	t->pidfd = -1;
-	t->node.key = (uint64_t)pid;
-	read_comm(pid, t->comm);
-	trace_update_mode(t);
-	memcpy(comm, t->comm, sizeof(comm));
+	pr->p = p;
+	pr->pid = pid;
+	pr->fd = -1;
+	pr->pidfd = -1;
+	pr->node.key = (uint64_t)pid;
+	read_comm(pid, pr->comm);
+	proc_update_mode(pr);
+	memcpy(comm, pr->comm, sizeof(comm));
 	sanitize(comm);
 
 	if ((first && p->opts.out_fd >= 0) || (e->sync_pid == pid && e->sync_fd >= 0)) {
 		int ofd = first && p->opts.out_fd >= 0 ? p->opts.out_fd : e->sync_fd;
 
-		t->fd = fcntl(ofd, F_DUPFD_CLOEXEC, 3);
-		if (t->fd < 0) {
+		pr->fd = fcntl(ofd, F_DUPFD_CLOEXEC, 3);
+		if (pr->fd < 0) {
 			r = -errno;
 			snprintf(err, err_len, "Failed to duplicate the output fd %d: %s", ofd,
 				 strerror(-r));
 			goto fail;
 		}
-		snprintf(path, sizeof(path), "%s", fd_name(t->fd, fdname, sizeof(fdname)));
+		snprintf(path, sizeof(path), "%s", fd_name(pr->fd, fdname, sizeof(fdname)));
 	} else {
 		/* a pid traced before in this profile (pid reuse) never takes an earlier name */
 		unsigned int k = 1;
 
-		for (struct mp_ptrace *o = p->list; o; o = o->next)
+		for (struct mp_proc *o = p->list; o; o = o->next)
 			k += o->pid == pid;
 		if (first && p->out_path) {
 			snprintf(path, sizeof(path), "%s", p->out_path);
@@ -218,47 +218,47 @@ struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, size_t e
 			user_named = true;
 		}
 		if (user_named) {
-			t->fd = trace_open_file(t, path, true);
+			pr->fd = trace_open_file(pr, path, true);
 		} else {
 			/* the first free one of PID-COMM.ctf, PID-COMM.2.ctf, ... (O_EXCL) */
 			const char *dir = p->out_dir ? p->out_dir : e->default_dir;
 
-			t->fd = -EEXIST;
-			for (unsigned int i = 0; t->fd == -EEXIST && i < MP_NAME_TRIES; i++, k++) {
+			pr->fd = -EEXIST;
+			for (unsigned int i = 0; pr->fd == -EEXIST && i < MP_NAME_TRIES; i++, k++) {
 				if (k > 1)
 					snprintf(path, sizeof(path), "%s/%d-%s.%u%s", dir, (int)pid,
 						 comm, k, ext);
 				else
 					snprintf(path, sizeof(path), "%s/%d-%s%s", dir, (int)pid,
 						 comm, ext);
-				t->fd = trace_open_file(t, path, false);
+				pr->fd = trace_open_file(pr, path, false);
 			}
 		}
-		if (t->fd < 0) {
+		if (pr->fd < 0) {
 			snprintf(err, err_len, "Failed to create trace '%s': %s", path,
-				 strerror(-t->fd));
-			t->fd = -1;
+				 strerror(-pr->fd));
+			pr->fd = -1;
 			goto fail;
 		}
-		t->path = strdup(path);
-		if (!t->path) {
+		pr->path = strdup(path);
+		if (!pr->path) {
 			snprintf(err, err_len, "Out of memory");
-			close(t->fd);
-			t->fd = -1;
-			trace_unlink(t, path);
+			close(pr->fd);
+			pr->fd = -1;
+			trace_unlink(pr, path);
 			goto fail;
 		}
 	}
 
-	t->w = trace_writer_new(t);
-	if (!t->w) {
+	pr->w = trace_writer_new(pr);
+	if (!pr->w) {
 		r = -errno;
 		snprintf(err, err_len, "Failed to start the trace of process %d in '%s': %s",
 			 (int)pid, path, strerror(-r));
 		goto fail;
 	}
 	/* mp_engine__start() renames its traces into place once every process is attached */
-	if (!p->starting && trace_commit(t, err, err_len) < 0)
+	if (!p->starting && trace_commit(pr, err, err_len) < 0)
 		goto fail;
 	/* Snapshot the process' mappings now, while it surely lives: its events may be
 	 * processed after it exited. */
@@ -267,81 +267,82 @@ struct mp_ptrace *trace_new(struct mp_profile *p, pid_t pid, char *err, size_t e
 		prewarm(p, pid);
 	}
 
-	/* A pid that was traced before in this profile (pid reuse): the new trace wins. */
+	/* A pid that was a process of this profile before (pid reuse): the new one wins. */
 	{
-		struct mp_ptrace *old = (struct mp_ptrace *)mp_htab__find(&p->traces,
+		struct mp_proc *old = (struct mp_proc *)mp_htab__find(&p->procs,
 									 (uint64_t)pid);
 
 		if (old) {
-			mp_htab__remove(&p->traces, &old->node);
+			mp_htab__remove(&p->procs, &old->node);
 			old->in_table = false;
 		}
 	}
-	if (mp_htab__insert(&p->traces, &t->node)) {
+	if (mp_htab__insert(&p->procs, &pr->node)) {
 		snprintf(err, err_len, "Out of memory");
 		goto fail;
 	}
-	t->in_table = true;
-	watch_exit(e, t);
-	e->open_traces++;
-	t->in_list = true;
-	*p->tail = t;
-	p->tail = &t->next;
-	p->ntraces++;
+	pr->in_table = true;
+	watch_exit(e, pr);
+	e->open_procs++;
+	pr->in_list = true;
+	*p->tail = pr;
+	p->tail = &pr->next;
+	p->nprocs++;
 	p->nalive++;
-	return t;
+	return pr;
 fail:
-	writer_release(e, t->w, NULL);
-	if (t->fd >= 0)
-		close(t->fd);
-	if (t->path)
-		trace_unlink(t, t->path);
-	free(t->path);
-	free(t);
+	writer_release(e, pr->w, NULL);
+	if (pr->fd >= 0)
+		close(pr->fd);
+	if (pr->path)
+		trace_unlink(pr, pr->path);
+	free(pr->path);
+	free(pr);
 	return NULL;
 }
 
-struct mp_ptrace *trace_find(const struct mp_profile *p, pid_t pid)
+struct mp_proc *proc_find(const struct mp_profile *p, pid_t pid)
 {
-	return (struct mp_ptrace *)mp_htab__find(&p->traces, (uint64_t)pid);
+	return (struct mp_proc *)mp_htab__find(&p->procs, (uint64_t)pid);
 }
 
-/* Close the writer: the trace is complete. Live entries stay uncollected (live at exit). */
-void trace_complete(struct mp_ptrace *t)
+/* The process is complete: its writer is closed, its trace complete. Live entries stay
+ * uncollected (live at exit). */
+void proc_complete(struct mp_proc *pr)
 {
-	struct mp_engine *e = t->p->e;
+	struct mp_engine *e = pr->p->e;
 	int r;
 
-	if (t->completed)
+	if (pr->completed)
 		return;
-	t->completed = true;
-	if (t->in_list)
-		e->open_traces--;
-	unwatch_exit(e, t);
-	mp_entries__drain(e->entries, t->pid, t, NULL, NULL);
-	patch_context(t);
-	r = writer_release(e, t->w, t);
+	pr->completed = true;
+	if (pr->in_list)
+		e->open_procs--;
+	unwatch_exit(e, pr);
+	mp_entries__drain(e->entries, pr->pid, pr, NULL, NULL);
+	patch_context(pr);
+	r = writer_release(e, pr->w, pr);
 	if (r < 0)
-		trace_write_failed(t, r);
-	t->w = NULL;
-	if (t->fd >= 0)
-		close(t->fd);
-	t->fd = -1;
+		trace_write_failed(pr, r);
+	pr->w = NULL;
+	if (pr->fd >= 0)
+		close(pr->fd);
+	pr->fd = -1;
 }
 
-void trace_free(struct mp_ptrace *t)
+void proc_free(struct mp_proc *pr)
 {
-	trace_complete(t);
-	if (t->closing) {	/* its writer goes on alone */
-		t->closing->t = NULL;
+	proc_complete(pr);
+	if (pr->closing) {	/* its writer goes on alone */
+		pr->closing->pr = NULL;
 		/* the profile's files count as written without it: told at the next reap */
-		if (!--t->p->nclosing && t->p->state == MP_PROFILE_DISCARDED)
-			t->p->tell_closed = true;
+		if (!--pr->p->nclosing && pr->p->state == MP_PROFILE_DISCARDED)
+			pr->p->tell_closed = true;
 	}
-	free(t->detached_reason);
-	mp_outfile__done(&t->out);
-	free(t->path);
-	free(t);
+	free(pr->detached_reason);
+	mp_outfile__done(&pr->out);
+	free(pr->path);
+	free(pr);
 }
 
 void proc_cfg(const struct mp_profile *p, struct mp_proc_cfg *cfg)
@@ -394,39 +395,39 @@ void proc_release(struct mp_profile *p, pid_t pid, bool detach)
  * is detached: its probes are removed, its trace is completed (live blocks stay uncollected,
  * the context says why) and mp_proc_stats.detached_reason tells the user.
  */
-void proc_detach(struct mp_ptrace *t, const char *why, const char *fallback)
+void proc_detach(struct mp_proc *pr, const char *why, const char *fallback)
 {
-	struct mp_profile *p = t->p;
+	struct mp_profile *p = pr->p;
 
-	t->detached_reason = strdup(why);
-	if (!t->detached_reason)
-		t->detached_reason = strdup(fallback);
-	if (!t->detached_reason)
+	pr->detached_reason = strdup(why);
+	if (!pr->detached_reason)
+		pr->detached_reason = strdup(fallback);
+	if (!pr->detached_reason)
 		return; /* overhead: try again at the next window */
 	/* Probes go (their links close in the background, a while); until then BPF ignores the
 	 * process' hits, and still reports its exit, when it leaves the "procs" map. */
 	if (p->e->bpf) {
 		struct mp_proc_cfg cfg;
 
-		if (mp_bpf__proc_get(p->e->bpf, t->pid, &cfg) == 0 && cfg.profile == p->id) {
+		if (mp_bpf__proc_get(p->e->bpf, pr->pid, &cfg) == 0 && cfg.profile == p->id) {
 			cfg.flags &= ~(MP_PROC_SAMPLING | MP_PROC_FOLLOW_FORKS);
 			cfg.flags |= MP_PROC_DETACHED;
-			mp_bpf__proc_set(p->e->bpf, t->pid, &cfg);
+			mp_bpf__proc_set(p->e->bpf, pr->pid, &cfg);
 		}
-		mp_bpf__detach(p->e->bpf, t->pid);
+		mp_bpf__detach(p->e->bpf, pr->pid);
 	}
-	trace_complete(t);
+	proc_complete(pr);
 	profile_proc_exited(p);
 }
 
-static void overhead_detach(struct mp_ptrace *t, double pct, uint64_t hits, uint64_t dt_ns)
+static void overhead_detach(struct mp_proc *pr, double pct, uint64_t hits, uint64_t dt_ns)
 {
 	char why[256];
 
 	snprintf(why, sizeof(why),
 		 "probe overhead %.1f%% of a CPU (%" PRIu64 " probe hits in %.2f s) exceeded "
-		 "the budget of %g%%", pct, hits, (double)dt_ns / 1e9, t->p->opts.max_overhead_pct);
-	proc_detach(t, why, "probe overhead exceeded the budget");
+		 "the budget of %g%%", pct, hits, (double)dt_ns / 1e9, pr->p->opts.max_overhead_pct);
+	proc_detach(pr, why, "probe overhead exceeded the budget");
 }
 
 void check_overhead(struct mp_engine *e, uint64_t now)
@@ -442,33 +443,33 @@ void check_overhead(struct mp_engine *e, uint64_t now)
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		if (p->state == MP_PROFILE_DISCARDED)
 			continue;
-		for (struct mp_ptrace *t = p->list; t; t = t->next) {
+		for (struct mp_proc *pr = p->list; pr; pr = pr->next) {
 			struct mp_proc_hits h;
 			uint64_t de, dr, dt;
 
-			if (t->exited || t->completed || t->detached_reason)
+			if (pr->exited || pr->completed || pr->detached_reason)
 				continue;
 			any = true;
-			if (mp_bpf__proc_hits(e->bpf, t->pid, &h))
+			if (mp_bpf__proc_hits(e->bpf, pr->pid, &h))
 				continue;
-			if (!t->win_start_ns || h.entries < t->hits.entries ||
-			    h.returns < t->hits.returns) {
+			if (!pr->win_start_ns || h.entries < pr->hits.entries ||
+			    h.returns < pr->hits.returns) {
 				/* first look (or the counters restarted): a window starts */
-				t->hits = h;
-				t->win_start_ns = now;
+				pr->hits = h;
+				pr->win_start_ns = now;
 				continue;
 			}
-			dt = now - t->win_start_ns;
+			dt = now - pr->win_start_ns;
 			if (dt < window / 2)
 				continue;
-			de = h.entries - t->hits.entries;
-			dr = h.returns - t->hits.returns;
-			t->overhead_pct = 100.0 * (double)(de * c.entry_cost_ns +
+			de = h.entries - pr->hits.entries;
+			dr = h.returns - pr->hits.returns;
+			pr->overhead_pct = 100.0 * (double)(de * c.entry_cost_ns +
 							   dr * c.return_cost_ns) / (double)dt;
-			t->hits = h;
-			t->win_start_ns = now;
-			if (p->opts.max_overhead_pct > 0 && t->overhead_pct > p->opts.max_overhead_pct)
-				overhead_detach(t, t->overhead_pct, de + dr, dt);
+			pr->hits = h;
+			pr->win_start_ns = now;
+			if (p->opts.max_overhead_pct > 0 && pr->overhead_pct > p->opts.max_overhead_pct)
+				overhead_detach(pr, pr->overhead_pct, de + dr, dt);
 		}
 	}
 	if (any)
@@ -480,51 +481,51 @@ size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, 
 	size_t i = 0;
 	double rate = p->opts.rate;
 
-	for (struct mp_ptrace *t = p->list; t; t = t->next, i++) {
+	for (struct mp_proc *pr = p->list; pr; pr = pr->next, i++) {
 		struct mp_proc_stats *s;
 
 		if (!out || i >= max)
 			continue;
 		s = &out[i];
 		memset(s, 0, sizeof(*s));
-		s->pid = t->pid;
-		memcpy(s->comm, t->comm, sizeof(s->comm));
-		s->exited = t->exited;
-		s->samples = t->samples;
-		s->nsamples = t->nsamples;
-		s->frees = t->frees;
-		s->est_alloc_bytes = mp_est_bytes(rate, &t->est);
-		s->est_live_bytes = mp_est_bytes(rate, &t->live_est);
-		s->se_alloc_bytes = mp_est_se_bytes(rate, &t->est);
-		s->se_live_bytes = mp_est_se_bytes(rate, &t->live_est);
-		s->drops = t->table_full + t->unmatched + t->stale + t->write_errors + t->stalled;
-		s->trace_path = t->path;
-		s->write_errors = t->write_errors;
-		s->stalled = t->stalled;
-		s->stalled_us = t->stalled_us;
-		s->write_errno = t->write_err;
-		s->write_error_us = t->write_err_us;
-		if (!s->write_errno && t->w) {	/* the file failed; no event has met it yet */
-			s->write_errno = mp_writer__output_error(t->w, &s->write_error_us, NULL);
+		s->pid = pr->pid;
+		memcpy(s->comm, pr->comm, sizeof(s->comm));
+		s->exited = pr->exited;
+		s->samples = pr->samples;
+		s->nsamples = pr->nsamples;
+		s->frees = pr->frees;
+		s->est_alloc_bytes = mp_est_bytes(rate, &pr->est);
+		s->est_live_bytes = mp_est_bytes(rate, &pr->live_est);
+		s->se_alloc_bytes = mp_est_se_bytes(rate, &pr->est);
+		s->se_live_bytes = mp_est_se_bytes(rate, &pr->live_est);
+		s->drops = pr->table_full + pr->unmatched + pr->stale + pr->write_errors + pr->stalled;
+		s->trace_path = pr->path;
+		s->write_errors = pr->write_errors;
+		s->stalled = pr->stalled;
+		s->stalled_us = pr->stalled_us;
+		s->write_errno = pr->write_err;
+		s->write_error_us = pr->write_err_us;
+		if (!s->write_errno && pr->w) {	/* the file failed; no event has met it yet */
+			s->write_errno = mp_writer__output_error(pr->w, &s->write_error_us, NULL);
 		}
-		s->trace_done = t->completed && !t->closing;
-		s->live_nsamples = t->live_nsamples;
-		s->truncated_stacks = t->truncated;
-		s->exec_collects = t->exec_collects;
-		s->unmatched_frees = t->unmatched;
-		s->probe_hits = t->hits.entries + t->hits.returns;
-		s->overhead_pct = t->overhead_pct;
-		s->detached_reason = t->detached_reason;
-		s->dwarf_stacks = t->dwarf_stacks;
-		s->window_cut_stacks = t->window_cut;
-		s->unwind_fallbacks = t->unwind_fallbacks;
-		if (!t->exited && !t->completed)
-			trace_update_mode(t);
-		s->mode = t->mode;
-		s->preload_samples = t->pl_stats[MEMPROF_PRELOAD_STAT_SAMPLES];
-		s->preload_lost = t->pl_stats[MEMPROF_PRELOAD_STAT_TABLE_FULL] +
-				  t->pl_stats[MEMPROF_PRELOAD_STAT_STALE] +
-				  t->pl_stats[MEMPROF_PRELOAD_STAT_REALLOC_LOST];
+		s->trace_done = pr->completed && !pr->closing;
+		s->live_nsamples = pr->live_nsamples;
+		s->truncated_stacks = pr->truncated;
+		s->exec_collects = pr->exec_collects;
+		s->unmatched_frees = pr->unmatched;
+		s->probe_hits = pr->hits.entries + pr->hits.returns;
+		s->overhead_pct = pr->overhead_pct;
+		s->detached_reason = pr->detached_reason;
+		s->dwarf_stacks = pr->dwarf_stacks;
+		s->window_cut_stacks = pr->window_cut;
+		s->unwind_fallbacks = pr->unwind_fallbacks;
+		if (!pr->exited && !pr->completed)
+			proc_update_mode(pr);
+		s->mode = pr->mode;
+		s->preload_samples = pr->pl_stats[MEMPROF_PRELOAD_STAT_SAMPLES];
+		s->preload_lost = pr->pl_stats[MEMPROF_PRELOAD_STAT_TABLE_FULL] +
+				  pr->pl_stats[MEMPROF_PRELOAD_STAT_STALE] +
+				  pr->pl_stats[MEMPROF_PRELOAD_STAT_REALLOC_LOST];
 	}
-	return p->ntraces;
+	return p->nprocs;
 }

@@ -50,15 +50,15 @@ int profile_stop(struct mp_profile *p)
 	p->stop_ns = now_mono_ns();
 	p->gen = ++p->e->gen;
 	proc_cfg(p, &cfg);
-	for (struct mp_ptrace *t = p->list; t; t = t->next) {
+	for (struct mp_proc *pr = p->list; pr; pr = pr->next) {
 		struct mp_proc_cfg cur;
 
-		if (t->exited || !t->in_table || !p->e->bpf || t->detached_reason)
+		if (pr->exited || !pr->in_table || !p->e->bpf || pr->detached_reason)
 			continue;
 		/* Frees of sampled blocks keep coming; only sampling stops. */
-		if (mp_bpf__proc_get(p->e->bpf, t->pid, &cur) == 0 && cur.profile == p->id)
-			mp_bpf__proc_set(p->e->bpf, t->pid, &cfg);
-		trace_update_mode(t);	/* a preload process' counters, while it lives */
+		if (mp_bpf__proc_get(p->e->bpf, pr->pid, &cur) == 0 && cur.profile == p->id)
+			mp_bpf__proc_set(p->e->bpf, pr->pid, &cfg);
+		proc_update_mode(pr);	/* a preload process' counters, while it lives */
 	}
 	arm_timer(p->e);
 	return 0;
@@ -74,9 +74,9 @@ int mp_profile__discard(struct mp_profile *p)
 	if (p->state != MP_PROFILE_STOPPED)
 		return -EINVAL;
 	p->state = MP_PROFILE_DISCARDED;
-	for (struct mp_ptrace *t = p->list; t; t = t->next) {
-		proc_release(p, t->pid, true);
-		trace_complete(t);
+	for (struct mp_proc *pr = p->list; pr; pr = pr->next) {
+		proc_release(p, pr->pid, true);
+		proc_complete(pr);
 	}
 	return 0;
 }
@@ -94,7 +94,7 @@ void profile_proc_exited(struct mp_profile *p)
 	if (p->nalive)
 		p->nalive--;
 	if (!p->nalive && p->state == MP_PROFILE_SAMPLING) {
-		/* Every process is gone: implicitly stopped, every trace complete. */
+		/* Every process is gone: implicitly stopped, every process complete. */
 		profile_stop(p);
 		notify_state(p);
 	}
@@ -102,15 +102,15 @@ void profile_proc_exited(struct mp_profile *p)
 
 void profile_free(struct mp_profile *p)
 {
-	struct mp_ptrace *t = p->list;
+	struct mp_proc *pr = p->list;
 
-	while (t) {
-		struct mp_ptrace *next = t->next;
+	while (pr) {
+		struct mp_proc *next = pr->next;
 
-		trace_free(t);
-		t = next;
+		proc_free(pr);
+		pr = next;
 	}
-	mp_htab__fini(&p->traces);
+	mp_htab__fini(&p->procs);
 	free(p->out_path);
 	free(p->out_dir);
 	free(p);
@@ -119,9 +119,9 @@ void profile_free(struct mp_profile *p)
 static bool pid_busy(const struct mp_engine *e, pid_t pid)
 {
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
-		struct mp_ptrace *t = p->state == MP_PROFILE_SAMPLING ? trace_find(p, pid) : NULL;
+		struct mp_proc *pr = p->state == MP_PROFILE_SAMPLING ? proc_find(p, pid) : NULL;
 
-		if (t && !t->exited)
+		if (pr && !pr->exited)
 			return true;
 	}
 	return false;
@@ -284,7 +284,7 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 			r = -EINVAL;
 			goto fail;
 		}
-		if (e->open_traces + npids > e->max_procs) {
+		if (e->open_procs + npids > e->max_procs) {
 			snprintf(err, err_len, "Too many processes traced at once (limit %zu)",
 				 e->max_procs);
 			r = -ENOSPC;
@@ -306,7 +306,7 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 	mp_bpf__stats(e->bpf, p->bpf_base);
 
 	p->starting = true;
-	/* Probes first, then the trace: its start time is when sampling begins (attaching
+	/* Probes first, then the process and its trace: its start time is when sampling begins (attaching
 	 * takes a while: an RCU grace period per uprobe). */
 	for (ndone = 0; ndone < npids; ndone++) {
 		struct mp_proc_cfg cfg;
@@ -324,14 +324,14 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 			ndone++;
 			goto fail_procs;
 		}
-		if (!trace_new(p, pid, err, err_len)) {
+		if (!proc_new(p, pid, err, err_len)) {
 			r = -EIO;
 			ndone++;
 			goto fail_procs;
 		}
 	}
-	for (struct mp_ptrace *t = p->list; t; t = t->next) {
-		r = trace_commit(t, err, err_len);
+	for (struct mp_proc *pr = p->list; pr; pr = pr->next) {
+		r = trace_commit(pr, err, err_len);
 		if (r < 0)
 			goto fail_procs;
 	}
@@ -350,16 +350,16 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 	return 0;
 
 fail_procs:
-	/* Undo: the processes leave BPF, and the traces we created are removed. */
+	/* Undo: the processes leave BPF, and the trace files made for them are removed. */
 	for (size_t i = 0; i < ndone; i++) {
 		mp_bpf__proc_del(e->bpf, pids[i]);
 		mp_bpf__detach(e->bpf, pids[i]);
 	}
-	for (struct mp_ptrace *t = p->list; t; t = t->next) {
-		mp_entries__drain(e->entries, t->pid, t, NULL, NULL);
-		trace_complete(t);
-		if (t->path)
-			trace_unlink(t, t->path);
+	for (struct mp_proc *pr = p->list; pr; pr = pr->next) {
+		mp_entries__drain(e->entries, pr->pid, pr, NULL, NULL);
+		proc_complete(pr);
+		if (pr->path)
+			trace_unlink(pr, pr->path);
 	}
 fail:
 	profile_free(p);
@@ -422,13 +422,13 @@ int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_le
 		return r;
 	}
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
-		struct mp_ptrace *t = trace_find(p, pid);
+		struct mp_proc *pr = proc_find(p, pid);
 
-		if (!t || t->completed || t->exited || p->state != MP_PROFILE_SAMPLING)
+		if (!pr || pr->completed || pr->exited || p->state != MP_PROFILE_SAMPLING)
 			continue;
 		r = attach_pid(p, pid, err, err_len);
 		if (r >= 0)	/* the loader chose uprobes or preload: known now, not at exit */
-			trace_update_mode(t);
+			proc_update_mode(pr);
 		/* held at the consistent link map after an exec: its libraries are there now */
 		maps_changed(e, pid);
 		return r < 0 ? r : 1;
@@ -441,44 +441,44 @@ int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_le
  * holds its header only (the child is held before its first instruction). Start it again on
  * @out_fd and remove the file made for it.
  */
-static int trace_redirect(struct mp_ptrace *t, int out_fd, char *err, size_t err_len)
+static int trace_redirect(struct mp_proc *pr, int out_fd, char *err, size_t err_len)
 {
-	struct mp_profile *p = t->p;
+	struct mp_profile *p = pr->p;
 	struct mp_engine *e = p->e;
-	struct mp_ptrace **pp, *nt;
+	struct mp_proc **pp, *nt;
 
-	if (t->samples || t->frees || t->unmatched) {
+	if (pr->samples || pr->frees || pr->unmatched) {
 		snprintf(err, err_len, "Process %d has run already: its trace stays in '%s'",
-			 (int)t->pid, t->path);
+			 (int)pr->pid, pr->path);
 		return -EBUSY;
 	}
-	e->sync_pid = t->pid;
+	e->sync_pid = pr->pid;
 	e->sync_fd = out_fd;
-	nt = trace_new(p, t->pid, err, err_len);	/* takes t's place in the table */
+	nt = proc_new(p, pr->pid, err, err_len);	/* takes t's place in the table */
 	e->sync_pid = 0;
 	if (!nt)
 		return -EIO;
-	trace_complete(t);
-	trace_unlink(t, t->path);
+	proc_complete(pr);
+	trace_unlink(pr, pr->path);
 	for (pp = &p->list; *pp; pp = &(*pp)->next) {
-		if (*pp != t)
+		if (*pp != pr)
 			continue;
-		*pp = t->next;
-		if (p->tail == &t->next)
+		*pp = pr->next;
+		if (p->tail == &pr->next)
 			p->tail = pp;
 		break;
 	}
-	p->ntraces--;
+	p->nprocs--;
 	if (p->nalive)
 		p->nalive--;
-	trace_free(t);
+	proc_free(pr);
 	return 0;
 }
 
 int mp_profile__sync_pid(struct mp_profile *p, pid_t pid, int out_fd, char *err, size_t err_len)
 {
 	struct mp_engine *e = p->e;
-	struct mp_ptrace *t;
+	struct mp_proc *pr;
 	char dummy[8];
 	int r;
 
@@ -499,11 +499,11 @@ int mp_profile__sync_pid(struct mp_profile *p, pid_t pid, int out_fd, char *err,
 		snprintf(err, err_len, "Failed to read events: %s", strerror(-r));
 		return r;
 	}
-	t = trace_find(p, pid);
-	if (!t || t->completed || t->exited || p->state != MP_PROFILE_SAMPLING)
+	pr = proc_find(p, pid);
+	if (!pr || pr->completed || pr->exited || p->state != MP_PROFILE_SAMPLING)
 		return 0;
-	if (out_fd >= 0 && t->path) {
-		r = trace_redirect(t, out_fd, err, err_len);
+	if (out_fd >= 0 && pr->path) {
+		r = trace_redirect(pr, out_fd, err, err_len);
 		if (r < 0)
 			return r;
 	}
