@@ -123,11 +123,11 @@ static void copy_adapt(struct mp_engine *e, struct mp_proc *pr, bool fp_ok)
 		if (pr->copy_backoff < MP_COPY_BACKOFF_MAX)
 			pr->copy_backoff++;
 	}
-	if (!e->bpf || pr->exited || !pr->in_table || pr->detached_reason ||
-	    mp_bpf__proc_get(e->bpf, pr->pid, &cfg) || cfg.profile != pr->p->id)
+	if (pr->exited || !pr->in_table || pr->detached_reason ||
+	    SRC(e, proc_get, pr->pid, &cfg) || cfg.profile != pr->p->id)
 		return;
 	cfg.ustack_size = fp_ok ? 0 : (uint32_t)pr->p->opts.stack_copy_size;
-	if (mp_bpf__proc_set(e->bpf, pr->pid, &cfg) == 0)
+	if (SRC(e, proc_set, pr->pid, &cfg) == 0)
 		pr->copy_off = fp_ok;
 }
 

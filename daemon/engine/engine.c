@@ -155,16 +155,23 @@ struct mp_engine *mp_engine__new(const struct mp_engine_opts *opts)
 	e->unw = mp_unwinder__new(e->sym, NULL);
 	if (!e->unw)
 		goto fail_errno;
-	e->bpf = mp_bpf__open_log(on_event, e, e->opts.log, e->opts.log_ctx, e->opts.error,
-				  e->opts.error_len);
-	if (!e->bpf)
-		goto fail_errno;
+	if (e->opts.source) {
+		e->src = e->opts.source;
+		e->src_ctx = e->opts.source_ctx;
+	} else {
+		e->bpf = mp_bpf__open_log(on_event, e, e->opts.log, e->opts.log_ctx, e->opts.error,
+					  e->opts.error_len);
+		if (!e->bpf)
+			goto fail_errno;
+		e->src = &mp_engine_bpf_source;
+		e->src_ctx = e->bpf;
+	}
 	e->epfd = epoll_create1(EPOLL_CLOEXEC);
 	e->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (e->epfd < 0 || e->timerfd < 0)
 		goto fail_errno;
 	ev.data.u64 = MP_EP_RINGBUF;
-	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, mp_bpf__fd(e->bpf), &ev))
+	if (SRC(e, fd) >= 0 && epoll_ctl(e->epfd, EPOLL_CTL_ADD, SRC(e, fd), &ev))
 		goto fail_errno;
 	ev.data.u64 = MP_EP_TIMER;
 	if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, e->timerfd, &ev))
@@ -281,7 +288,7 @@ int mp_engine__process(struct mp_engine *e)
 int mp_engine__process_max(struct mp_engine *e, uint64_t max_ns)
 {
 	struct epoll_event evs[32];
-	int n = max_ns ? mp_bpf__consume_max(e->bpf, UINT_MAX, max_ns) : mp_bpf__consume(e->bpf);
+	int n = e->src->consume(e->src_ctx, e, max_ns);
 	int nev = epoll_wait(e->epfd, evs, 32, 0);
 	bool timer = false;
 
@@ -302,7 +309,7 @@ int mp_engine__reap(struct mp_engine *e, pid_t pid)
 {
 	bool known = false;
 
-	mp_bpf__consume(e->bpf);
+	e->src->consume(e->src_ctx, e, 0);
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		struct mp_proc *pr = proc_find(p, pid);
 
@@ -318,13 +325,13 @@ int mp_engine__reap(struct mp_engine *e, pid_t pid)
 
 const char *mp_engine__mechanisms(const struct mp_engine *e)
 {
-	return mp_bpf__mechanisms(e->bpf);
+	return SRC(e, mechanisms);
 }
 
 int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n)
 {
 	uint64_t all[MP_STAT__MAX];
-	int r = mp_bpf__stats(e->bpf, all);
+	int r = SRC(e, stats, all);
 
 	if (r < 0)
 		return r;

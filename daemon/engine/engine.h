@@ -22,6 +22,47 @@
 struct mp_engine;
 struct mp_profile;
 
+/*
+ * The engine's event source: where its ring records (bpf/memprof.h: alloc, free, fork, exec,
+ * map, exit...) come from, and the control of the processes they describe. The BPF loader
+ * (daemon/probe/bpf_loader.h) is the source when mp_engine_opts.source is NULL: its records
+ * reach the engine straight from libbpf's callback. Another source (a test's synthetic records)
+ * hands each record to mp_engine__feed() from its consume(). Every operation is required; @ctx
+ * is mp_engine_opts.source_ctx.
+ */
+struct mp_engine_source {
+	/* Deliver the records pending now, for about @max_ns at most (0: no limit). Returns how
+	 * many, or -errno. */
+	int (*consume)(void *ctx, struct mp_engine *e, uint64_t max_ns);
+	/* An fd readable while records are pending (in mp_engine__fd()'s set), or -1. */
+	int (*fd)(void *ctx);
+	/* Process @pid's configuration (struct mp_proc_cfg: profile, rate, flags): set, get (0,
+	 * or -ENOENT when it has none), forget. */
+	int (*proc_set)(void *ctx, pid_t pid, const struct mp_proc_cfg *cfg);
+	int (*proc_get)(void *ctx, pid_t pid, struct mp_proc_cfg *cfg);
+	int (*proc_del)(void *ctx, pid_t pid);
+	/* Probe @pid (again: what is not probed yet). >= 0, or -ENOENT (nothing to probe),
+	 * -ESRCH (gone), -errno; then @why (may be NULL) gets a sentence. */
+	int (*attach)(void *ctx, pid_t pid, char *why, size_t why_len);
+	int (*detach)(void *ctx, pid_t pid);
+	/* How @pid is profiled (enum mp_proc_mode), or -ENOENT when it is not probed. */
+	int (*mode)(void *ctx, pid_t pid);
+	/* A preload-mode process' library counters (enum memprof_preload_stat) into @out[0..n):
+	 * how many, or -errno. */
+	int (*preload_stats)(void *ctx, pid_t pid, uint64_t *out, size_t n);
+	/* A preload-mode process' queue as an MP_EV_PRELOAD_BATCH record in @buf: its size, 0
+	 * when there is nothing to take, or -errno (daemon/probe/bpf_loader.h). */
+	int (*preload_pull)(void *ctx, pid_t pid, void *buf, size_t len, bool last);
+	/* @pid's probe hits so far: 0, or -errno. */
+	int (*proc_hits)(void *ctx, pid_t pid, struct mp_proc_hits *out);
+	/* What a probe hit costs the traced thread, entry and return, in ns. */
+	void (*hit_costs)(void *ctx, uint64_t *entry_ns, uint64_t *return_ns);
+	/* The counters of enum mp_stat, all processes: 0, or -errno. */
+	int (*stats)(void *ctx, uint64_t out[MP_STAT__MAX]);
+	/* The mechanisms in use, for logs and status. */
+	const char *(*mechanisms)(void *ctx);
+};
+
 enum mp_profile_state {
 	MP_PROFILE_SAMPLING = 1,
 	MP_PROFILE_STOPPED,	/* no new samples; frees of sampled blocks still recorded */
@@ -60,6 +101,10 @@ struct mp_engine_opts {
 	 * capability). NULL: not wanted. */
 	char *error;
 	size_t error_len;
+	/* Where records come from (struct mp_engine_source, with its @source_ctx); NULL: the BPF
+	 * loader, opened by mp_engine__new() (then log and error above apply). */
+	const struct mp_engine_source *source;
+	void *source_ctx;
 };
 
 /*
@@ -170,6 +215,9 @@ struct mp_engine *mp_engine__new(const struct mp_engine_opts *opts);
 void mp_engine__free(struct mp_engine *e);
 
 int mp_engine__fd(const struct mp_engine *e);
+/* One ring record of @size bytes (starting with struct mp_event_hdr), as the source delivers it:
+ * from a source's consume(). Returns 0. */
+int mp_engine__feed(struct mp_engine *e, const void *rec, size_t size);
 /* Consume the events pending now (mp_bpf__consume()). Returns the number processed or -errno. */
 int mp_engine__process(struct mp_engine *e);
 /* The same for about @max_ns at most (0: as above): an event loop calls this when the fd is

@@ -116,7 +116,9 @@ struct mp_profile {
 struct mp_engine {
 	struct mp_engine_opts opts;
 	char *default_dir;
-	struct mp_bpf *bpf;
+	struct mp_bpf *bpf;		/* the loader, when it is the source (opts.source NULL) */
+	const struct mp_engine_source *src;	/* where records come from (engine.h) */
+	void *src_ctx;
 	struct mp_symbolizer *sym;
 	struct mp_unwinder *unw;	/* DWARF unwinding of stack copies (daemon/stacks/unwind.h) */
 	struct mp_engine_stack_stats sst;
@@ -159,6 +161,12 @@ static inline uint64_t now_epoch_us(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
 }
+
+/* A call of the engine's source: SRC(e, attach, pid, why, len). */
+#define SRC(e, op, ...)	((e)->src->op((e)->src_ctx, ##__VA_ARGS__))
+
+/* source_bpf.c: the BPF loader as the engine's source (its ctx: the struct mp_bpf) */
+extern const struct mp_engine_source mp_engine_bpf_source;
 
 /* engine.c */
 void arm_timer(struct mp_engine *e);

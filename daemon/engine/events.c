@@ -222,16 +222,13 @@ static void on_fork(struct mp_engine *e, const struct mp_proc_event *ev)
 	if (!pr) {
 		/* Not followed: BPF forgets it rather than sample into nothing. */
 		e->drops[MP_DROP_PROCS_FULL]++;
-		if (e->bpf)
-			mp_bpf__proc_del(e->bpf, child);
+		SRC(e, proc_del, child);
 		return;
 	}
 	proc_cfg(p, &cfg);
-	if (e->bpf) {
-		mp_bpf__proc_set(e->bpf, child, &cfg);
-		/* Probes are per process: the child needs its own. */
-		mp_bpf__attach(e->bpf, child, NULL, 0);
-	}
+	SRC(e, proc_set, child, &cfg);
+	/* Probes are per process: the child needs its own. */
+	SRC(e, attach, child, NULL, 0);
 }
 
 struct exec_collect_ctx {
@@ -339,8 +336,8 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 		if (pr && !pr->completed && p->state == MP_PROFILE_SAMPLING)
 			attach = true;
 	}
-	if (attach && e->bpf)
-		mp_bpf__attach(e->bpf, pid, NULL, 0);
+	if (attach)
+		SRC(e, attach, pid, NULL, 0);
 	/* the new image may (not) map libmemprof-preload: the loader decided again */
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		struct mp_proc *pr = proc_find(p, pid);
@@ -362,10 +359,10 @@ int proc_gone(struct mp_engine *e, pid_t pid)
 			continue;
 		found = 1;
 		pr->exited = true;
-		if (e->bpf && !pr->detached_reason) { /* final count (the loader drops it next) */
+		if (!pr->detached_reason) { /* final count (the loader drops it next) */
 			struct mp_proc_hits h;
 
-			if (!mp_bpf__proc_hits(e->bpf, pid, &h) && h.entries >= pr->hits.entries &&
+			if (!SRC(e, proc_hits, pid, &h) && h.entries >= pr->hits.entries &&
 			    h.returns >= pr->hits.returns)
 				pr->hits = h;
 		}
@@ -457,4 +454,9 @@ int on_event(void *ctx, const void *data, size_t size)
 		break;
 	}
 	return 0;
+}
+
+int mp_engine__feed(struct mp_engine *e, const void *rec, size_t size)
+{
+	return on_event(e, rec, size);
 }

@@ -57,7 +57,7 @@ static void final_drops(const struct mp_proc *pr, char *buf, size_t len)
 	const struct mp_profile *p = pr->p;
 	uint64_t now[MP_STAT__MAX] = { 0 }, d[MP_STAT__MAX] = { 0 };
 
-	if (p->e->bpf && mp_bpf__stats(p->e->bpf, now) >= 0)
+	if (SRC(p->e, stats, now) >= 0)
 		for (int i = 0; i < MP_STAT__MAX; i++)
 			d[i] = now[i] - p->bpf_base[i];
 	snprintf(buf, len,

@@ -53,27 +53,27 @@ const struct mp_preload_batch_ops engine_batch_ops = {
  * Deferred preload reports wait in the process until its next sample or free; a process that
  * goes idle would keep its last samples (and, in either mode, its last frees) from the profile
  * indefinitely. Every MP_PULL_NS, the queue of each preload-mode process that left it untouched
- * since the previous look is copied without a trap (mp_bpf__preload_pull) and handled as if it
+ * since the previous look is copied without a trap (the source's preload_pull) and handled as if it
  * had been sent; when the library sends it later, the engine ignores what it saw already.
  */
 #define MP_PULL_NS	200000000ull
 #define MP_PULL_BUF	(sizeof(struct mp_preload_batch_event) + MP_PL_QUEUE_SIZE)
 
-/* Take @pid's queue (mp_bpf__preload_pull(); @last: held at its exit) and handle it. */
+/* Take @pid's queue (the source's preload_pull; @last: held at its exit) and handle it. */
 static void pull_queue(struct mp_engine *e, pid_t pid, bool last)
 {
 	int n;
 
 	if (!e->pull_buf && !(e->pull_buf = malloc(MP_PULL_BUF)))
 		return;
-	n = mp_bpf__preload_pull(e->bpf, pid, e->pull_buf, MP_PULL_BUF, last);
+	n = SRC(e, preload_pull, pid, e->pull_buf, MP_PULL_BUF, last);
 	if (n > 0 && mp_preload_batch__expand(e->pull_buf, (size_t)n, &engine_batch_ops, e, &e->batches))
 		e->drops[MP_DROP_MALFORMED]++;
 }
 
 void pull_idle_queues(struct mp_engine *e, uint64_t now)
 {
-	if (!e->bpf || now < e->pull_next_ns)
+	if (now < e->pull_next_ns)
 		return;
 	e->pull_next_ns = now + MP_PULL_NS;
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
@@ -96,8 +96,7 @@ void mp_engine__exiting(struct mp_engine *e, pid_t pid)
 		if (pr && !pr->completed && pr->mode == MP_PROC_MODE_PRELOAD) {
 			proc_update_mode(pr);
 			/* killed (no destructor, no _exit): what the library still queues */
-			if (e->bpf)
-				pull_queue(e, pid, true);
+			pull_queue(e, pid, true);
 		}
 	}
 }

@@ -116,13 +116,13 @@ const char *mp_proc_mode__name(enum mp_proc_mode m)
 /* How the loader profiles the process; a preload one's library counters. */
 void proc_update_mode(struct mp_proc *pr)
 {
-	struct mp_bpf *b = pr->p->e->bpf;
-	int mode = b ? mp_bpf__mode(b, pr->pid) : -ENOENT;
+	struct mp_engine *e = pr->p->e;
+	int mode = SRC(e, mode, pr->pid);
 
-	if (mode == MP_BPF_MODE_PRELOAD) {
+	if (mode == MP_PROC_MODE_PRELOAD) {
 		pr->mode = MP_PROC_MODE_PRELOAD;
-		mp_bpf__preload_stats(b, pr->pid, pr->pl_stats, MEMPROF_PRELOAD_STAT__SLOTS);
-	} else if (mode == MP_BPF_MODE_UPROBE) {
+		SRC(e, preload_stats, pr->pid, pr->pl_stats, MEMPROF_PRELOAD_STAT__SLOTS);
+	} else if (mode == MP_PROC_MODE_UPROBE) {
 		pr->mode = MP_PROC_MODE_UPROBE;
 	}
 }
@@ -377,27 +377,26 @@ void proc_release(struct mp_profile *p, pid_t pid, bool detach)
 {
 	struct mp_proc_cfg cfg;
 
-	if (!p->e->bpf)
-		return;
-	if (mp_bpf__proc_get(p->e->bpf, pid, &cfg) == 0) {
+	if (SRC(p->e, proc_get, pid, &cfg) == 0) {
 		if (cfg.profile != p->id)
 			return;
-		mp_bpf__proc_del(p->e->bpf, pid);
+		SRC(p->e, proc_del, pid);
 	}
 	if (detach)
-		mp_bpf__detach(p->e->bpf, pid);
+		SRC(p->e, detach, pid);
 }
 
 /*
  * Overhead control. Every MP_OVERHEAD_WINDOW_MS, each probed process' cost is estimated from
  * its probe hits in the window (BPF map "phits") times the cost of a hit the loader measured
- * at start (mp_bpf_counters), as a percentage of one CPU. A process over its profile's budget
+ * at start (the source's hit_costs), as a percentage of one CPU. A process over its profile's budget
  * is detached: its probes are removed, its trace is completed (live blocks stay uncollected,
  * the context says why) and mp_proc_stats.detached_reason tells the user.
  */
 void proc_detach(struct mp_proc *pr, const char *why, const char *fallback)
 {
 	struct mp_profile *p = pr->p;
+	struct mp_proc_cfg cfg;
 
 	pr->detached_reason = strdup(why);
 	if (!pr->detached_reason)
@@ -406,16 +405,12 @@ void proc_detach(struct mp_proc *pr, const char *why, const char *fallback)
 		return; /* overhead: try again at the next window */
 	/* Probes go (their links close in the background, a while); until then BPF ignores the
 	 * process' hits, and still reports its exit, when it leaves the "procs" map. */
-	if (p->e->bpf) {
-		struct mp_proc_cfg cfg;
-
-		if (mp_bpf__proc_get(p->e->bpf, pr->pid, &cfg) == 0 && cfg.profile == p->id) {
-			cfg.flags &= ~(MP_PROC_SAMPLING | MP_PROC_FOLLOW_FORKS);
-			cfg.flags |= MP_PROC_DETACHED;
-			mp_bpf__proc_set(p->e->bpf, pr->pid, &cfg);
-		}
-		mp_bpf__detach(p->e->bpf, pr->pid);
+	if (SRC(p->e, proc_get, pr->pid, &cfg) == 0 && cfg.profile == p->id) {
+		cfg.flags &= ~(MP_PROC_SAMPLING | MP_PROC_FOLLOW_FORKS);
+		cfg.flags |= MP_PROC_DETACHED;
+		SRC(p->e, proc_set, pr->pid, &cfg);
 	}
+	SRC(p->e, detach, pr->pid);
 	proc_complete(pr);
 	profile_proc_exited(p);
 }
@@ -433,13 +428,13 @@ static void overhead_detach(struct mp_proc *pr, double pct, uint64_t hits, uint6
 void check_overhead(struct mp_engine *e, uint64_t now)
 {
 	uint64_t window = (uint64_t)MP_OVERHEAD_WINDOW_MS * 1000000;
-	struct mp_bpf_counters c;
+	uint64_t entry_ns, return_ns;
 	bool any = false;
 
-	if (!e->ovh_next_ns || now < e->ovh_next_ns || !e->bpf)
+	if (!e->ovh_next_ns || now < e->ovh_next_ns)
 		return;
 	e->ovh_next_ns = 0;
-	mp_bpf__counters(e->bpf, &c);
+	SRC(e, hit_costs, &entry_ns, &return_ns);
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		if (p->state == MP_PROFILE_DISCARDED)
 			continue;
@@ -450,7 +445,7 @@ void check_overhead(struct mp_engine *e, uint64_t now)
 			if (pr->exited || pr->completed || pr->detached_reason)
 				continue;
 			any = true;
-			if (mp_bpf__proc_hits(e->bpf, pr->pid, &h))
+			if (SRC(e, proc_hits, pr->pid, &h))
 				continue;
 			if (!pr->win_start_ns || h.entries < pr->hits.entries ||
 			    h.returns < pr->hits.returns) {
@@ -464,8 +459,8 @@ void check_overhead(struct mp_engine *e, uint64_t now)
 				continue;
 			de = h.entries - pr->hits.entries;
 			dr = h.returns - pr->hits.returns;
-			pr->overhead_pct = 100.0 * (double)(de * c.entry_cost_ns +
-							   dr * c.return_cost_ns) / (double)dt;
+			pr->overhead_pct = 100.0 * (double)(de * entry_ns + dr * return_ns) /
+					   (double)dt;
 			pr->hits = h;
 			pr->win_start_ns = now;
 			if (p->opts.max_overhead_pct > 0 && pr->overhead_pct > p->opts.max_overhead_pct)

@@ -53,11 +53,11 @@ int profile_stop(struct mp_profile *p)
 	for (struct mp_proc *pr = p->list; pr; pr = pr->next) {
 		struct mp_proc_cfg cur;
 
-		if (pr->exited || !pr->in_table || !p->e->bpf || pr->detached_reason)
+		if (pr->exited || !pr->in_table || pr->detached_reason)
 			continue;
 		/* Frees of sampled blocks keep coming; only sampling stops. */
-		if (mp_bpf__proc_get(p->e->bpf, pr->pid, &cur) == 0 && cur.profile == p->id)
-			mp_bpf__proc_set(p->e->bpf, pr->pid, &cfg);
+		if (SRC(p->e, proc_get, pr->pid, &cur) == 0 && cur.profile == p->id)
+			SRC(p->e, proc_set, pr->pid, &cfg);
 		proc_update_mode(pr);	/* a preload process' counters, while it lives */
 	}
 	arm_timer(p->e);
@@ -171,7 +171,7 @@ static int attach_pid(struct mp_profile *p, pid_t pid, char *err, size_t err_len
 	char comm[16];
 	int r;
 
-	r = mp_bpf__attach(p->e->bpf, pid, why, sizeof(why));
+	r = SRC(p->e, attach, pid, why, sizeof(why));
 	if (r >= 0)
 		return 0;
 	read_comm(pid, comm);
@@ -303,7 +303,7 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 			     e->seed + 0x9e3779b97f4a7c15ull * (uint64_t)p->id);
 	if (r)
 		goto fail;
-	mp_bpf__stats(e->bpf, p->bpf_base);
+	SRC(e, stats, p->bpf_base);
 
 	p->starting = true;
 	/* Probes first, then the process and its trace: its start time is when sampling begins (attaching
@@ -313,7 +313,7 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 		pid_t pid = pids[ndone];
 
 		proc_cfg(p, &cfg);
-		r = mp_bpf__proc_set(e->bpf, pid, &cfg);
+		r = SRC(e, proc_set, pid, &cfg);
 		if (r < 0) {
 			snprintf(err, err_len, "Failed to configure process %d for sampling: %s",
 				 (int)pid, strerror(-r));
@@ -352,8 +352,8 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 fail_procs:
 	/* Undo: the processes leave BPF, and the trace files made for them are removed. */
 	for (size_t i = 0; i < ndone; i++) {
-		mp_bpf__proc_del(e->bpf, pids[i]);
-		mp_bpf__detach(e->bpf, pids[i]);
+		SRC(e, proc_del, pids[i]);
+		SRC(e, detach, pids[i]);
 	}
 	for (struct mp_proc *pr = p->list; pr; pr = pr->next) {
 		mp_entries__drain(e->entries, pr->pid, pr, NULL, NULL);
