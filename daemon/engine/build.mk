@@ -96,3 +96,16 @@ $(REC_WL_DIR)/wl_alloc_static: tests/workloads/wl_alloc.c tests/workloads/wl_tru
 	$(Q)$(CC) $(REC_WL_CFLAGS) -static -o $@ $< -pthread
 
 BPF_TESTS	+= $(REC_WL_DIR)/wl_alloc_static
+
+# The engine driven by synthetic records (tests/unit/test_engine.h), unprivileged.
+$(B)/tests/unit/test_engine: $(B)/tests/unit/test_engine.o $$(ENGINE_OBJS) $(B)/lib/libmemprof.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/tests/unit/test_engine.o $(ENGINE_OBJS) $(ENGINE_LIBS)
+
+$(B)/tests/unit/test_engine_procs: $(B)/tests/unit/test_engine_procs.o $$(ENGINE_OBJS) \
+				   $(B)/lib/libmemprof.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/tests/unit/test_engine_procs.o $(ENGINE_OBJS) \
+		$(ENGINE_LIBS)
+
+UNIT_TESTS += $(B)/tests/unit/test_engine $(B)/tests/unit/test_engine_procs
