@@ -338,15 +338,16 @@ int mp_engine__forget(struct mp_engine *e, struct mp_profile *p);
  * @pid was just forked by, or just exec'd in, a profiled process and is held stopped by the
  * caller (ptrace) before it runs code of its own: deliver the pending events (its FORK or EXEC
  * record among them, so the engine follows it as it would have) and attach its probes now, so
- * that none of its allocations is missed. Returns 1 if a sampling profile holds @pid (probes
+ * that none of its allocations is missed; then read again how the loader profiles it
+ * (mp_proc_stats.mode) and its mappings (held at exec, its libraries are mapped now). Returns 1 if a sampling profile holds @pid (probes
  * attached), 0 if none does (not followed: the caller may let it go), or -errno (then @err, if
  * not NULL, says why: -ENOENT when it maps no probe-able allocator, -ESRCH when it is gone).
  */
 int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_len);
 
 /*
- * The same for one profile (memprofd's Profile1.AddProcess): 1 if @p follows @pid (probes
- * attached), 0 if not. With @out_fd >= 0 (a forked child's), its trace is written to @out_fd
+ * The same for one profile (memprofd's Profile1.AddProcess), by the same path: 1 if @p follows
+ * @pid (probes attached), 0 if not. With @out_fd >= 0 (a forked child's), its trace is written to @out_fd
  * (dup'd) instead of where @p's options put it; a trace already begun from the FORK record
  * (header only) is started again there and its file removed.
  */

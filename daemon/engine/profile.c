@@ -405,37 +405,6 @@ const struct mp_profile_opts *mp_profile__opts(const struct mp_profile *p)
 	return &p->opts;
 }
 
-int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_len)
-{
-	char dummy[8];
-	int r;
-
-	if (!err) {
-		err = dummy;
-		err_len = sizeof(dummy);
-	}
-	err[0] = '\0';
-	/* its FORK or EXEC record is in the ring already: the engine follows it from there */
-	r = mp_engine__process(e);
-	if (r < 0) {
-		snprintf(err, err_len, "Failed to read events: %s", strerror(-r));
-		return r;
-	}
-	for (struct mp_profile *p = e->profiles; p; p = p->next) {
-		struct mp_proc *pr = proc_find(p, pid);
-
-		if (!pr || pr->completed || pr->exited || p->state != MP_PROFILE_SAMPLING)
-			continue;
-		r = attach_pid(p, pid, err, err_len);
-		if (r >= 0)	/* the loader chose uprobes or preload: known now, not at exit */
-			proc_update_mode(pr);
-		/* held at the consistent link map after an exec: its libraries are there now */
-		maps_changed(e, pid);
-		return r < 0 ? r : 1;
-	}
-	return 0;
-}
-
 /*
  * The trace of @pid was created from its FORK record before the caller said where it goes: it
  * holds its header only (the child is held before its first instruction). Start it again on
@@ -475,10 +444,16 @@ static int trace_redirect(struct mp_proc *pr, int out_fd, char *err, size_t err_
 	return 0;
 }
 
-int mp_profile__sync_pid(struct mp_profile *p, pid_t pid, int out_fd, char *err, size_t err_len)
+/*
+ * sync_pid, memprofd's and record's: deliver what is pending (@pid's FORK or EXEC record among
+ * it; with @out_fd >= 0 a FORK record still pending creates the process on @out_fd directly),
+ * then in @only (NULL: the first profile of all) that samples @pid: its trace moved to @out_fd
+ * if it was begun elsewhere, its probes attached, the mode the loader chose read, and its
+ * mappings read again (held at the consistent link map after an exec, its libraries are there).
+ */
+static int sync_proc(struct mp_engine *e, struct mp_profile *only, pid_t pid, int out_fd,
+		     char *err, size_t err_len)
 {
-	struct mp_engine *e = p->e;
-	struct mp_proc *pr;
 	char dummy[8];
 	int r;
 
@@ -490,7 +465,6 @@ int mp_profile__sync_pid(struct mp_profile *p, pid_t pid, int out_fd, char *err,
 	r = refuse_self(pid, err, err_len);
 	if (r < 0)
 		return r;
-	/* its FORK record, if still pending, creates its trace on @out_fd directly */
 	e->sync_pid = out_fd >= 0 ? pid : 0;
 	e->sync_fd = out_fd;
 	r = mp_engine__process(e);
@@ -499,14 +473,32 @@ int mp_profile__sync_pid(struct mp_profile *p, pid_t pid, int out_fd, char *err,
 		snprintf(err, err_len, "Failed to read events: %s", strerror(-r));
 		return r;
 	}
-	pr = proc_find(p, pid);
-	if (!pr || pr->completed || pr->exited || p->state != MP_PROFILE_SAMPLING)
-		return 0;
-	if (out_fd >= 0 && pr->path) {
-		r = trace_redirect(pr, out_fd, err, err_len);
-		if (r < 0)
-			return r;
+	for (struct mp_profile *p = only ? only : e->profiles; p; p = only ? NULL : p->next) {
+		struct mp_proc *pr = proc_find(p, pid);
+
+		if (!pr || pr->completed || pr->exited || p->state != MP_PROFILE_SAMPLING)
+			continue;
+		if (out_fd >= 0 && pr->path) {
+			r = trace_redirect(pr, out_fd, err, err_len);
+			if (r < 0)
+				return r;
+			pr = proc_find(p, pid);	/* the new one, on @out_fd */
+		}
+		r = attach_pid(p, pid, err, err_len);
+		if (r >= 0)	/* the loader chose uprobes or preload: known now, not at exit */
+			proc_update_mode(pr);
+		maps_changed(e, pid);
+		return r < 0 ? r : 1;
 	}
-	r = attach_pid(p, pid, err, err_len);
-	return r < 0 ? r : 1;
+	return 0;
+}
+
+int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_len)
+{
+	return sync_proc(e, NULL, pid, -1, err, err_len);
+}
+
+int mp_profile__sync_pid(struct mp_profile *p, pid_t pid, int out_fd, char *err, size_t err_len)
+{
+	return sync_proc(p->e, p, pid, out_fd, err, err_len);
 }

@@ -2,8 +2,9 @@
 /*
  * The engine's processes driven by synthetic ring records (tests/unit/test_engine.h), without
  * root: a forked child followed (its own trace, its probes attached) or not (--no-follow-forks),
- * an exec collecting the old image's blocks, exits ending the profile, and memprofd's sync_pid on
- * a child held before it runs: its trace moved to the caller's file.
+ * an exec collecting the old image's blocks, exits ending the profile, and sync_pid (memprofd's
+ * and record's) on a child held before it runs: probes attached again, the mode the loader chose
+ * known before the process exits, and its trace moved to the caller's file.
  */
 #include <sys/stat.h>
 
@@ -105,6 +106,51 @@ out:
 	fixture_end(&fx);
 }
 
+/*
+ * A child held before it runs, its FORK record still in the ring: sync_pid delivers it, probes
+ * the child again, and knows the mode the loader chose at its attach (here preload) before it
+ * exits: memprofd's mp_profile__sync_pid and record's mp_engine__sync_pid alike.
+ */
+static void test_sync_pid_mode(void)
+{
+	struct fixture fx;
+	struct mp_profile_opts po = profile_opts(tmp_path("sync.ctf"));
+	struct mp_proc_stats s;
+	struct child b = { 0 }, c = { 0 };
+	char err[512] = "";
+
+	if (!ASSERT_TRUE(child_start(&b), "child B") || !ASSERT_TRUE(child_start(&c), "child C"))
+		goto out;
+	if (!fixture_start(&fx, &po))
+		goto out;
+	fake.attach_mode = MP_PROC_MODE_PRELOAD;	/* the children map libmemprof-preload */
+
+	queue_proc(MP_EV_FORK, fx.id, fx.a.pid, fx.a.pid, b.pid, 0);
+	ASSERT_EQ(mp_profile__sync_pid(fx.p, b.pid, -1, err, sizeof(err)), 1,
+		  "memprofd's sync_pid follows B");
+	ASSERT_EQ(fake_proc(b.pid, false) ? fake_proc(b.pid, false)->attaches : 0, 2,
+		  "B probed at its fork and again when held");
+	queue_proc(MP_EV_FORK, fx.id, fx.a.pid, fx.a.pid, c.pid, 0);
+	ASSERT_EQ(mp_engine__sync_pid(fx.e, c.pid, err, sizeof(err)), 1, "record's sync_pid follows C");
+	ASSERT_EQ(fake_proc(c.pid, false) ? fake_proc(c.pid, false)->attaches : 0, 2,
+		  "C probed at its fork and again when held");
+
+	/* gone before anything reads the mode again: what sync_pid learnt is what stays */
+	queue_proc(MP_EV_EXIT, fx.id, b.pid, b.pid, 0, 0);
+	queue_proc(MP_EV_EXIT, fx.id, c.pid, c.pid, 0, 0);
+	ASSERT_EQ(mp_engine__process(fx.e), 2, "exits consumed");
+	ASSERT_TRUE(proc_stats(fx.p, b.pid, &s) && s.exited, "B exited");
+	ASSERT_EQ(s.mode, MP_PROC_MODE_PRELOAD, "B's mode, through memprofd's path");
+	ASSERT_TRUE(proc_stats(fx.p, c.pid, &s) && s.exited, "C exited");
+	ASSERT_EQ(s.mode, MP_PROC_MODE_PRELOAD, "C's mode, through record's path");
+	ASSERT_TRUE(proc_stats(fx.p, fx.a.pid, &s) && !s.exited, "A runs");
+	ASSERT_EQ(s.mode, MP_PROC_MODE_UPROBE, "A's mode");
+out:
+	child_end(&c);
+	child_end(&b);
+	fixture_end(&fx);
+}
+
 /* memprofd's AddProcess with the caller's file: the child's trace, begun at its FORK record,
  * starts over in that file and the file made for it goes. */
 static void test_sync_pid_redirect(void)
@@ -154,6 +200,7 @@ int main(void)
 {
 	RUN(test_fork_exec_exit);
 	RUN(test_no_follow);
+	RUN(test_sync_pid_mode);
 	RUN(test_sync_pid_redirect);
 	free(fake.queue);
 	return test_exit();
