@@ -3,35 +3,8 @@
  * The engine's intake from libmemprof-preload processes: their batches of samples and frees,
  * and their queues read when they go idle or exit.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <limits.h>
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/epoll.h>
-#include <sys/random.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/timerfd.h>
-#include <time.h>
-#include <unistd.h>
 
-#include <memprof/preload.h>
-#include <memprof/trace.h>
-
-#include "daemon/probe/bpf_loader.h"
-#include "daemon/engine/engine.h"
-#include "daemon/engine/entries.h"
-#include "daemon/engine/preload_batch.h"
-#include "daemon/engine/sampler.h"
-#include "daemon/stacks/symbolize.h"
-#include "daemon/stacks/unwind.h"
-#include "userspace-lib/estimate.h"
-#include "userspace-lib/codec/outfile.h"
-#include "userspace-lib/codec/writer_async.h"
 #include "daemon/engine/engine_int.h"
 
 static void batch_alloc(void *ctx, const struct mp_alloc_event *ev)

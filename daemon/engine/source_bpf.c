@@ -7,7 +7,6 @@
  */
 #include <limits.h>
 
-#include "daemon/probe/bpf_loader.h"
 #include "daemon/engine/engine_int.h"
 
 static int bpf_consume(void *ctx, struct mp_engine *e, uint64_t max_ns)
