@@ -409,11 +409,12 @@ int on_event(void *ctx, const void *data, size_t size)
 			on_free_batch(e, data, size);
 		break;
 	case MP_EV_FORK:
-		if (size >= sizeof(struct mp_proc_event))
-			on_fork(e, data);
-		break;
 	case MP_EV_EXEC:
-		if (size >= sizeof(struct mp_proc_event))
+		if (size < sizeof(struct mp_proc_event))
+			break;
+		if (h->type == MP_EV_FORK)
+			on_fork(e, data);
+		else
 			on_exec(e, data);
 		break;
 	case MP_EV_MAP:	/* ld.so mapped objects (the loader probed them already) */

@@ -32,15 +32,13 @@ static uint64_t drop(struct mp_engine *e, enum mp_engine_drop d)
 static void test_samples_and_frees(void)
 {
 	struct fixture fx;
-	const char *path = tmp_path("samples.ctf");
-	struct mp_profile_opts po = profile_opts(path);
 	uint64_t nsamples = 0, words = 0, live = 0;
 	double est = 0;
 	struct mp_proc_stats s;
 	struct fake_proc *f;
 	struct trace_read t;
 
-	if (!fixture_start(&fx, &po))
+	if (!fixture_start(&fx, "samples.ctf", false, 0))
 		goto out;
 	mp_engine__on_state(fx.e, on_state, NULL);
 	state_calls = 0;
@@ -86,7 +84,7 @@ static void test_samples_and_frees(void)
 	ASSERT_TRUE(f && !f->has_cfg, "the source forgot the process");
 	ASSERT_OK(mp_profile__discard(fx.p), "discard");
 
-	if (trace_read(path, &t)) {
+	if (trace_read(fx.path, &t)) {
 		ASSERT_EQ(t.pid, fx.a.pid, "trace pid");
 		ASSERT_EQ(t.allocs, 5, "allocs in the trace");
 		ASSERT_EQ(t.nsamples, nsamples, "nsamples in the trace");
@@ -106,13 +104,11 @@ out:
 static void test_stale_and_threads(void)
 {
 	struct fixture fx;
-	const char *path = tmp_path("stale.ctf");
-	struct mp_profile_opts po = profile_opts(path);
 	pid_t t2 = 1 << 22;	/* a thread id of the child: any number the tables key by */
 	struct mp_proc_stats s;
 	struct trace_read t;
 
-	if (!fixture_start(&fx, &po))
+	if (!fixture_start(&fx, "stale.ctf", false, 0))
 		goto out;
 	queue_alloc(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[0], fx.a.size[0], 0, &fx.frame, 1);
 	queue_alloc(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[0], fx.a.size[0], 2, &fx.frame, 1);	/* its free lost */
@@ -132,7 +128,7 @@ static void test_stale_and_threads(void)
 
 	ASSERT_OK(mp_profile__stop(fx.p), "stop");
 	ASSERT_OK(mp_profile__discard(fx.p), "discard");
-	if (trace_read(path, &t)) {
+	if (trace_read(fx.path, &t)) {
 		ASSERT_EQ(t.allocs, 3, "allocs in the trace");
 		ASSERT_EQ(t.collects, 2, "collects in the trace");
 		ASSERT_EQ(t.collect_ids[0], t.alloc_ids[0], "the stale block is collected first");
@@ -148,13 +144,11 @@ out:
 static void test_stop_discard(void)
 {
 	struct fixture fx;
-	const char *path = tmp_path("stop.ctf");
-	struct mp_profile_opts po = profile_opts(path);
 	struct mp_proc_stats s;
 	struct fake_proc *f;
 	struct trace_read t;
 
-	if (!fixture_start(&fx, &po))
+	if (!fixture_start(&fx, "stop.ctf", false, 0))
 		goto out;
 	queue_alloc(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[0], fx.a.size[0], 4, &fx.frame, 1);
 	ASSERT_EQ(mp_engine__process(fx.e), 1, "alloc consumed");
@@ -176,7 +170,7 @@ static void test_stop_discard(void)
 	queue_alloc(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[2], fx.a.size[2], 0, &fx.frame, 1);
 	mp_engine__process(fx.e);
 	ASSERT_EQ(drop(fx.e, MP_DROP_NO_PROFILE), 1, "an alloc of a discarded profile");
-	if (trace_read(path, &t)) {
+	if (trace_read(fx.path, &t)) {
 		ASSERT_EQ(t.allocs, 1, "allocs in the trace");
 		ASSERT_EQ(t.nsamples, 5, "its multiplicity");
 		ASSERT_EQ(t.collects, 1, "collects in the trace");
@@ -189,14 +183,12 @@ out:
 static void test_lost(void)
 {
 	struct fixture fx;
-	const char *path = tmp_path("lost.ctf");
-	struct mp_profile_opts po = profile_opts(path);
 	struct mp_proc_stats s;
 	struct trace_read t;
 	int status;
 
 	fake.stats[MP_STAT_RINGBUF_DROPS] = 10;	/* before the profile: not its losses */
-	if (!fixture_start(&fx, &po))
+	if (!fixture_start(&fx, "lost.ctf", false, 0))
 		goto out;
 	mp_engine__on_state(fx.e, on_state, NULL);
 	state_calls = 0;
@@ -216,7 +208,7 @@ static void test_lost(void)
 		    "exited, trace done");
 	ASSERT_EQ(s.live_nsamples, 1, "live at exit");
 	ASSERT_OK(mp_profile__discard(fx.p), "discard");
-	if (trace_read(path, &t)) {
+	if (trace_read(fx.path, &t)) {
 		ASSERT_EQ(t.allocs, 1, "allocs in the trace");
 		ASSERT_EQ(t.collects, 0, "live at exit: no collect");
 		ASSERT_TRUE(strstr(t.context, "ringbuf=7 ") != NULL, "the ring's losses");

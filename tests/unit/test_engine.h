@@ -385,14 +385,6 @@ static char *tmp_path(const char *name)
 	return b;
 }
 
-/* Profile options: rate 1 (every block's multiplicity is 1 + its remaining words, exactly),
- * frame-pointer backtraces, the first process' trace at @path. */
-static struct mp_profile_opts profile_opts(const char *path)
-{
-	return (struct mp_profile_opts){ .sz = sizeof(struct mp_profile_opts), .rate = 1.0,
-					 .out_fd = -1, .out_path = path, .unwind = MP_UNWIND_FP };
-}
-
 /* A test's engine on the synthetic source, its child A and a profile of A. */
 struct fixture {
 	struct mp_engine *e;
@@ -400,18 +392,32 @@ struct fixture {
 	struct child a;
 	uint32_t id;			/* the profile's */
 	uint64_t frame;			/* child_frame() */
+	char path[1024];		/* A's trace */
+	struct child b, c;		/* more children, when asked for */
 };
 
-static bool fixture_start(struct fixture *fx, const struct mp_profile_opts *po)
+/*
+ * The profile: rate 1 (every block's multiplicity is 1 + its remaining words, exactly),
+ * frame-pointer backtraces, A's trace in $MP_TMP/@name, forked children followed unless
+ * @no_follow_forks; @more children (B, C) of the test besides.
+ */
+static bool fixture_start(struct fixture *fx, const char *name, bool no_follow_forks,
+			  unsigned int more)
 {
+	struct mp_profile_opts po = { .sz = sizeof(po), .rate = 1.0, .out_fd = -1,
+				      .unwind = MP_UNWIND_FP, .no_follow_forks = no_follow_forks };
 	char err[512] = "";
 	int r;
 
 	memset(fx, 0, sizeof(*fx));
+	snprintf(fx->path, sizeof(fx->path), "%s", tmp_path(name));
+	po.out_path = fx->path;
 	fx->e = engine_new();
-	if (!ASSERT_TRUE(fx->e != NULL, "engine") || !ASSERT_TRUE(child_start(&fx->a), "child A"))
+	if (!ASSERT_TRUE(fx->e != NULL, "engine") || !ASSERT_TRUE(child_start(&fx->a), "child A") ||
+	    (more > 0 && !ASSERT_TRUE(child_start(&fx->b), "child B")) ||
+	    (more > 1 && !ASSERT_TRUE(child_start(&fx->c), "child C")))
 		return false;
-	r = mp_engine__start(fx->e, po, &fx->a.pid, 1, &fx->p, err, sizeof(err));
+	r = mp_engine__start(fx->e, &po, &fx->a.pid, 1, &fx->p, err, sizeof(err));
 	if (!ASSERT_OK(r, "start")) {
 		fprintf(stderr, "start: %s\n", err);
 		return false;
@@ -421,9 +427,11 @@ static bool fixture_start(struct fixture *fx, const struct mp_profile_opts *po)
 	return true;
 }
 
-/* Ends child A and the engine; the source's counters are reset for the next test. */
+/* Ends the children and the engine; the source's counters are reset for the next test. */
 static void fixture_end(struct fixture *fx)
 {
+	child_end(&fx->c);
+	child_end(&fx->b);
 	child_end(&fx->a);
 	mp_engine__free(fx->e);
 	memset(fake.stats, 0, sizeof(fake.stats));
