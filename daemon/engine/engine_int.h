@@ -139,7 +139,7 @@ struct mp_engine {
 	void *pull_buf;			/* one MP_EV_PRELOAD_BATCH record, for them */
 	uint64_t ovh_next_ns;		/* next overhead check (CLOCK_MONOTONIC), 0: none due */
 	uint64_t timer_next_ns;		/* when the timerfd fires (arm_timer), 0: disarmed */
-	/* mp_profile__sync_pid(): the trace of sync_pid (> 0) goes to sync_fd (service) */
+	/* sync_proc() (profile.c): the trace of sync_pid (> 0) goes to sync_fd (service) */
 	pid_t sync_pid;
 	int sync_fd;
 	struct mp_closing *closing;	/* writers finishing completed traces */
