@@ -131,7 +131,7 @@ unsigned int stack_select(struct mp_engine *e, struct mp_proc *pr,
 			bool ok = fp_trustworthy(e, pr, *out, nfp);
 
 			if (!ok)
-				pr->unwind_fallbacks++;	/* no copy asked for: see copy_adapt() */
+				pr->unwind_fallbacks++;	/* no copy asked: see copy_adapt() */
 			copy_adapt(e, pr, ok);
 		} else if (!us) {
 			pr->unwind_fallbacks++;	/* the copy was lost (ring space) */

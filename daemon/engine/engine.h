@@ -285,8 +285,8 @@ enum mp_engine_drop {
 	MP_DROP_NO_PROFILE,	/* event of a profile or process the engine does not know */
 	MP_DROP_WRITE,		/* trace write failed */
 	MP_DROP_LOST_EXIT,	/* process gone without an exit event (mp_engine__reap) */
-	MP_DROP_PROCS_FULL,	/* forked child not followed: max_procs processes already open, or
-				 * its trace could not be created */
+	MP_DROP_PROCS_FULL,	/* forked child not followed: max_procs processes open, or its
+				 * trace could not be created */
 	MP_DROP_MALFORMED,	/* a preload queue record (or part) whose sizes do not hold
 				 * together: the process' memory was overwritten */
 	MP_DROP_STALLED,	/* event not written: its trace's output did not keep up (its
@@ -339,17 +339,18 @@ int mp_engine__forget(struct mp_engine *e, struct mp_profile *p);
  * caller (ptrace) before it runs code of its own: deliver the pending events (its FORK or EXEC
  * record among them, so the engine follows it as it would have) and attach its probes now, so
  * that none of its allocations is missed; then read again how the loader profiles it
- * (mp_proc_stats.mode) and its mappings (held at exec, its libraries are mapped now). Returns 1 if a sampling profile holds @pid (probes
- * attached), 0 if none does (not followed: the caller may let it go), or -errno (then @err, if
- * not NULL, says why: -ENOENT when it maps no probe-able allocator, -ESRCH when it is gone).
+ * (mp_proc_stats.mode) and its mappings (held at exec, its libraries are mapped now). Returns 1
+ * if a sampling profile holds @pid (probes attached), 0 if none does (not followed: the caller
+ * may let it go), or -errno (then @err, if not NULL, says why: -ENOENT when it maps no
+ * probe-able allocator, -ESRCH when it is gone).
  */
 int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_len);
 
 /*
  * The same for one profile (memprofd's Profile1.AddProcess), by the same path: 1 if @p follows
- * @pid (probes attached), 0 if not. With @out_fd >= 0 (a forked child's), its trace is written to @out_fd
- * (dup'd) instead of where @p's options put it; a trace already begun from the FORK record
- * (header only) is started again there and its file removed.
+ * @pid (probes attached), 0 if not. With @out_fd >= 0 (a forked child's), its trace is written
+ * to @out_fd (dup'd) instead of where @p's options put it; a trace already begun from the FORK
+ * record (header only) is started again there and its file removed.
  */
 int mp_profile__sync_pid(struct mp_profile *p, pid_t pid, int out_fd, char *err, size_t err_len);
 

@@ -75,7 +75,7 @@ struct mp_proc {
 	struct mp_closing *closing;	/* its writer still finishes the file, or NULL */
 	/* overhead control (check_overhead()) */
 	struct mp_proc_hits hits;	/* probe hits at the start of the current window */
-	uint64_t win_start_ns;		/* CLOCK_MONOTONIC start of that window, 0: none yet */
+	uint64_t win_start_ns;		/* CLOCK_MONOTONIC start of that window, 0: none */
 	double overhead_pct;		/* estimate over the last complete window */
 	char *detached_reason;		/* probes removed over budget: why (NULL: not) */
 	uint64_t dwarf_stacks, window_cut, unwind_fallbacks;	/* stacks component */
@@ -103,7 +103,7 @@ struct mp_profile {
 	struct mp_htab procs;		/* the current process of each pid */
 	struct mp_proc *list, **tail;
 	size_t nprocs;
-	bool starting;			/* in mp_engine__start(): traces not renamed into place yet */
+	bool starting;			/* in mp_engine__start(): traces not renamed into place */
 	unsigned int nclosing;		/* traces whose writers still finish their files */
 	bool tell_closed;		/* its last closing writer finished: tell the caller */
 	unsigned int nalive;		/* processes not exited */
@@ -116,11 +116,11 @@ struct mp_profile {
 struct mp_engine {
 	struct mp_engine_opts opts;
 	char *default_dir;
-	struct mp_bpf *bpf;		/* the loader, when it is the source (opts.source NULL) */
+	struct mp_bpf *bpf;		/* the loader, when it is the source (no opts.source) */
 	const struct mp_engine_source *src;	/* where records come from (engine.h) */
 	void *src_ctx;
 	struct mp_symbolizer *sym;
-	struct mp_unwinder *unw;	/* DWARF unwinding of stack copies (daemon/stacks/unwind.h) */
+	struct mp_unwinder *unw;	/* unwinds stack copies (daemon/stacks/unwind.h) */
 	struct mp_engine_stack_stats sst;
 	struct mp_entries *entries;
 	int epfd, timerfd;

@@ -262,8 +262,8 @@ static void exec_check(struct mp_engine *e, pid_t pid, bool secure)
 		char why[512] = "";
 		int r = 0;
 
-		if (!pr || pr->completed || pr->detached_reason || p->state == MP_PROFILE_DISCARDED ||
-		    !p->opts.owner_uid)
+		if (!pr || pr->completed || pr->detached_reason ||
+		    p->state == MP_PROFILE_DISCARDED || !p->opts.owner_uid)
 			continue;
 		if (e->opts.exec_check)
 			r = e->opts.exec_check(e->opts.exec_check_ctx, pid, p->opts.owner_uid,
@@ -273,8 +273,8 @@ static void exec_check(struct mp_engine *e, pid_t pid, bool secure)
 		if (r >= 0)
 			continue;
 		if (!why[0])
-			snprintf(why, sizeof(why), "process %d exec'd a program with more privileges "
-				 "(set-id or file capabilities)", (int)pid);
+			snprintf(why, sizeof(why), "process %d exec'd a program with more "
+				 "privileges (set-id or file capabilities)", (int)pid);
 		proc_detach(pr, why, "exec'd a program its profile's owner may not profile");
 	}
 }

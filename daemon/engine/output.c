@@ -47,8 +47,8 @@ static void final_drops(const struct mp_proc *pr, char *buf, size_t len)
 		 PRIu64 " exec_collects=%" PRIu64 "; all processes: ringbuf=%" PRIu64
 		 " bpf_table=%" PRIu64 " missed_returns=%" PRIu64 " stack_errors=%" PRIu64
 		 " ustack_lost=%" PRIu64 " bpf_procs_full=%" PRIu64,
-		 pr->table_full, pr->unmatched, pr->stale, pr->write_errors, pr->stalled, pr->truncated,
-		 pr->window_cut, pr->exec_collects, d[MP_STAT_RINGBUF_DROPS],
+		 pr->table_full, pr->unmatched, pr->stale, pr->write_errors, pr->stalled,
+		 pr->truncated, pr->window_cut, pr->exec_collects, d[MP_STAT_RINGBUF_DROPS],
 		 d[MP_STAT_TABLE_DROPS], d[MP_STAT_MISSED_RETURNS], d[MP_STAT_STACK_ERRORS],
 		 d[MP_STAT_USTACK_LOST], d[MP_STAT_PROCS_FULL]);
 	if (pr->detached_reason && strlen(buf) + 1 < len)
@@ -74,7 +74,8 @@ void trace_write_failed(struct mp_proc *pr, int err)
 
 		pr->write_err = err < 0 ? -err : EIO;
 		/* the writer's thread saw it first, when it is the file's own error */
-		if (!pr->w || mp_writer__output_error(pr->w, &since, NULL) != pr->write_err || !since)
+		if (!pr->w || mp_writer__output_error(pr->w, &since, NULL) != pr->write_err ||
+		    !since)
 			since = now_epoch_us();
 		pr->write_err_us = since;
 	}
@@ -310,8 +311,8 @@ void trace_restart_at_exec(struct mp_proc *pr)
 	char exe[4096], ctx[1024];
 	int r;
 
-	if (pr->completed || !pr->w || pr->samples || pr->frees || pr->unmatched || pr->write_errors ||
-	    pr->stalled)
+	if (pr->completed || !pr->w || pr->samples || pr->frees || pr->unmatched ||
+	    pr->write_errors || pr->stalled)
 		return;
 	trace_info(pr, &info, exe, sizeof(exe), ctx, sizeof(ctx));
 	r = mp_writer__reset(pr->w, &info);

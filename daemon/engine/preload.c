@@ -40,7 +40,8 @@ static void pull_queue(struct mp_engine *e, pid_t pid, bool last)
 	if (!e->pull_buf && !(e->pull_buf = malloc(MP_PULL_BUF)))
 		return;
 	n = SRC(e, preload_pull, pid, e->pull_buf, MP_PULL_BUF, last);
-	if (n > 0 && mp_preload_batch__expand(e->pull_buf, (size_t)n, &engine_batch_ops, e, &e->batches))
+	if (n > 0 &&
+	    mp_preload_batch__expand(e->pull_buf, (size_t)n, &engine_batch_ops, e, &e->batches))
 		e->drops[MP_DROP_MALFORMED]++;
 }
 

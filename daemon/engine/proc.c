@@ -373,8 +373,8 @@ void proc_release(struct mp_profile *p, pid_t pid, bool detach)
 /*
  * Overhead control. Every MP_OVERHEAD_WINDOW_MS, each probed process' cost is estimated from
  * its probe hits in the window (BPF map "phits") times the cost of a hit the loader measured
- * at start (the source's hit_costs), as a percentage of one CPU. A process over its profile's budget
- * is detached: its probes are removed, its trace is completed (live blocks stay uncollected,
+ * at start (the source's hit_costs), as a percentage of one CPU. A process over its profile's
+ * budget is detached: its probes are removed, its trace is completed (live blocks stay uncollected,
  * the context says why) and mp_proc_stats.detached_reason tells the user.
  */
 void proc_detach(struct mp_proc *pr, const char *why, const char *fallback)
@@ -405,7 +405,8 @@ static void overhead_detach(struct mp_proc *pr, double pct, uint64_t hits, uint6
 
 	snprintf(why, sizeof(why),
 		 "probe overhead %.1f%% of a CPU (%" PRIu64 " probe hits in %.2f s) exceeded "
-		 "the budget of %g%%", pct, hits, (double)dt_ns / 1e9, pr->p->opts.max_overhead_pct);
+		 "the budget of %g%%", pct, hits, (double)dt_ns / 1e9,
+		 pr->p->opts.max_overhead_pct);
 	proc_detach(pr, why, "probe overhead exceeded the budget");
 }
 
@@ -447,7 +448,8 @@ void check_overhead(struct mp_engine *e, uint64_t now)
 					   (double)dt;
 			pr->hits = h;
 			pr->win_start_ns = now;
-			if (p->opts.max_overhead_pct > 0 && pr->overhead_pct > p->opts.max_overhead_pct)
+			if (p->opts.max_overhead_pct > 0 &&
+			    pr->overhead_pct > p->opts.max_overhead_pct)
 				overhead_detach(pr, pr->overhead_pct, de + dr, dt);
 		}
 	}
@@ -477,16 +479,16 @@ size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, 
 		s->est_live_bytes = mp_est_bytes(rate, &pr->live_est);
 		s->se_alloc_bytes = mp_est_se_bytes(rate, &pr->est);
 		s->se_live_bytes = mp_est_se_bytes(rate, &pr->live_est);
-		s->drops = pr->table_full + pr->unmatched + pr->stale + pr->write_errors + pr->stalled;
+		s->drops = pr->table_full + pr->unmatched + pr->stale + pr->write_errors +
+			   pr->stalled;
 		s->trace_path = pr->path;
 		s->write_errors = pr->write_errors;
 		s->stalled = pr->stalled;
 		s->stalled_us = pr->stalled_us;
 		s->write_errno = pr->write_err;
 		s->write_error_us = pr->write_err_us;
-		if (!s->write_errno && pr->w) {	/* the file failed; no event has met it yet */
+		if (!s->write_errno && pr->w)	/* the file failed; no event has met it yet */
 			s->write_errno = mp_writer__output_error(pr->w, &s->write_error_us, NULL);
-		}
 		s->trace_done = pr->completed && !pr->closing;
 		s->live_nsamples = pr->live_nsamples;
 		s->truncated_stacks = pr->truncated;

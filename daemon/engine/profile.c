@@ -256,9 +256,9 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 			goto fail;
 		if (tgid > 0 && tgid != pids[i]) {
 			/* /proc/TID exists too, unlisted: a thread id from top -H or a log */
-			snprintf(err, err_len, "%d is a thread of process %d: profile %d (a profile "
-				 "covers all of a process' threads)", (int)pids[i], (int)tgid,
-				 (int)tgid);
+			snprintf(err, err_len, "%d is a thread of process %d: profile %d (a "
+				 "profile covers all of a process' threads)", (int)pids[i],
+				 (int)tgid, (int)tgid);
 			r = -EINVAL;
 			goto fail;
 		}
@@ -284,8 +284,8 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 	SRC(e, stats, p->bpf_base);
 
 	p->starting = true;
-	/* Probes first, then the process and its trace: its start time is when sampling begins (attaching
-	 * takes a while: an RCU grace period per uprobe). */
+	/* Probes first, then the process and its trace: its start time is when sampling begins
+	 * (attaching takes a while: an RCU grace period per uprobe). */
 	for (ndone = 0; ndone < npids; ndone++) {
 		struct mp_proc_cfg cfg;
 		pid_t pid = pids[ndone];

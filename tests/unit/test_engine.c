@@ -53,7 +53,7 @@ static void test_samples_and_frees(void)
 	for (unsigned int i = 0; i < 5; i++) {
 		uint64_t len = (fx.a.size[i] + 7) / 8, n = i + 2;	/* rate 1: 1 + remaining */
 
-		queue_alloc(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[i], fx.a.size[i], i + 1, &fx.frame, 1);
+		queue_block(&fx, &fx.a, i, i + 1);
 		nsamples += n;
 		words += len;
 		est += (double)n * 8.0 * (double)len / (double)(len + 1);
@@ -80,7 +80,7 @@ static void test_samples_and_frees(void)
 	ASSERT_EQ(state_calls, 1, "the profile stopped by itself");
 	ASSERT_EQ(last_state, MP_PROFILE_STOPPED, "stopped");
 	ASSERT_EQ(mp_profile__state(fx.p), MP_PROFILE_STOPPED, "state");
-	ASSERT_TRUE(proc_stats(fx.p, fx.a.pid, &s) && s.exited && s.trace_done, "exited, trace done");
+	ASSERT_TRUE(proc_stats(fx.p, fx.a.pid, &s) && s.exited && s.trace_done, "exited, done");
 	ASSERT_TRUE(f && !f->has_cfg, "the source forgot the process");
 	ASSERT_OK(mp_profile__discard(fx.p), "discard");
 
@@ -110,8 +110,8 @@ static void test_stale_and_threads(void)
 
 	if (!fixture_start(&fx, "stale.ctf", false, 0))
 		goto out;
-	queue_alloc(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[0], fx.a.size[0], 0, &fx.frame, 1);
-	queue_alloc(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[0], fx.a.size[0], 2, &fx.frame, 1);	/* its free lost */
+	queue_block(&fx, &fx.a, 0, 0);
+	queue_block(&fx, &fx.a, 0, 2);	/* its free lost */
 	queue_alloc(fx.id, fx.a.pid, t2, fx.a.addr[2], fx.a.size[2], 1, &fx.frame, 1);
 	queue_proc(MP_EV_THREAD_EXIT, fx.id, fx.a.pid, t2, 0, 0);
 	queue_free(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[2]);	/* another thread frees it */
@@ -150,14 +150,14 @@ static void test_stop_discard(void)
 
 	if (!fixture_start(&fx, "stop.ctf", false, 0))
 		goto out;
-	queue_alloc(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[0], fx.a.size[0], 4, &fx.frame, 1);
+	queue_block(&fx, &fx.a, 0, 4);
 	ASSERT_EQ(mp_engine__process(fx.e), 1, "alloc consumed");
 	ASSERT_OK(mp_profile__stop(fx.p), "stop");
 	ASSERT_EQ(mp_profile__stop(fx.p), -EINVAL, "stop twice");
 	f = fake_proc(fx.a.pid, false);
 	ASSERT_TRUE(f && f->has_cfg && !(f->cfg.flags & MP_PROC_SAMPLING),
 		    "the source samples no more");
-	queue_alloc(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[1], fx.a.size[1], 0, &fx.frame, 1);	/* after the stop */
+	queue_block(&fx, &fx.a, 1, 0);	/* after the stop */
 	queue_free(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[0]);
 	ASSERT_EQ(mp_engine__process(fx.e), 2, "records consumed");
 	ASSERT_TRUE(proc_stats(fx.p, fx.a.pid, &s), "the process' figures");
@@ -167,7 +167,7 @@ static void test_stop_discard(void)
 
 	ASSERT_OK(mp_profile__discard(fx.p), "discard");
 	ASSERT_TRUE(f && !f->has_cfg && f->detaches == 1, "the source forgot and detached it");
-	queue_alloc(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[2], fx.a.size[2], 0, &fx.frame, 1);
+	queue_block(&fx, &fx.a, 2, 0);
 	mp_engine__process(fx.e);
 	ASSERT_EQ(drop(fx.e, MP_DROP_NO_PROFILE), 1, "an alloc of a discarded profile");
 	if (trace_read(fx.path, &t)) {
@@ -192,7 +192,7 @@ static void test_lost(void)
 		goto out;
 	mp_engine__on_state(fx.e, on_state, NULL);
 	state_calls = 0;
-	queue_alloc(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[0], fx.a.size[0], 0, &fx.frame, 1);
+	queue_block(&fx, &fx.a, 0, 0);
 	ASSERT_EQ(mp_engine__process(fx.e), 1, "alloc consumed");
 	fake.stats[MP_STAT_RINGBUF_DROPS] = 17;
 	fake.stats[MP_STAT_USTACK_LOST] = 3;

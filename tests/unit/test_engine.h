@@ -427,6 +427,13 @@ static bool fixture_start(struct fixture *fx, const char *name, bool no_follow_f
 	return true;
 }
 
+/* An alloc record of child @c's block @i from its main thread, at the fixture's frame. */
+static void queue_block(const struct fixture *fx, const struct child *c, unsigned int i,
+			uint64_t remaining)
+{
+	queue_alloc(fx->id, c->pid, c->pid, c->addr[i], c->size[i], remaining, &fx->frame, 1);
+}
+
 /* Ends the children and the engine; the source's counters are reset for the next test. */
 static void fixture_end(struct fixture *fx)
 {

@@ -32,10 +32,10 @@ static void test_fork_exec_exit(void)
 	ASSERT_TRUE(proc_stats(fx.p, fx.b.pid, &s) && s.trace_path && !strcmp(s.trace_path, bpath),
 		    "the child's trace is next to the first");
 
-	queue_alloc(fx.id, fx.b.pid, fx.b.pid, fx.b.addr[0], fx.b.size[0], 0, &fx.frame, 1);
-	queue_alloc(fx.id, fx.b.pid, fx.b.pid, fx.b.addr[1], fx.b.size[1], 0, &fx.frame, 1);
+	queue_block(&fx, &fx.b, 0, 0);
+	queue_block(&fx, &fx.b, 1, 0);
 	queue_free(fx.id, fx.b.pid, fx.b.pid, fx.b.addr[1]);
-	queue_alloc(fx.id, fx.a.pid, fx.a.pid, fx.a.addr[0], fx.a.size[0], 3, &fx.frame, 1);
+	queue_block(&fx, &fx.a, 0, 3);
 	queue_proc(MP_EV_EXEC, fx.id, fx.a.pid, fx.a.pid, 0, 0);
 	ASSERT_EQ(mp_engine__process(fx.e), 5, "records consumed");
 	ASSERT_TRUE(proc_stats(fx.p, fx.a.pid, &s), "A's figures");
@@ -115,7 +115,8 @@ static void test_sync_pid_mode(void)
 	ASSERT_EQ(fake_proc(fx.b.pid, false) ? fake_proc(fx.b.pid, false)->attaches : 0, 2,
 		  "B probed at its fork and again when held");
 	queue_proc(MP_EV_FORK, fx.id, fx.a.pid, fx.a.pid, fx.c.pid, 0);
-	ASSERT_EQ(mp_engine__sync_pid(fx.e, fx.c.pid, err, sizeof(err)), 1, "record's sync_pid follows C");
+	ASSERT_EQ(mp_engine__sync_pid(fx.e, fx.c.pid, err, sizeof(err)), 1,
+		  "record's sync_pid follows C");
 	ASSERT_EQ(fake_proc(fx.c.pid, false) ? fake_proc(fx.c.pid, false)->attaches : 0, 2,
 		  "C probed at its fork and again when held");
 
@@ -152,11 +153,12 @@ static void test_sync_pid_redirect(void)
 	queue_proc(MP_EV_FORK, fx.id, fx.a.pid, fx.a.pid, fx.b.pid, 0);
 	mp_engine__process(fx.e);
 	ASSERT_TRUE(access(bpath, F_OK) == 0, "B's trace begun at its fork");
-	ASSERT_EQ(mp_profile__sync_pid(fx.p, fx.b.pid, fd, err, sizeof(err)), 1, "sync_pid follows B");
+	ASSERT_EQ(mp_profile__sync_pid(fx.p, fx.b.pid, fd, err, sizeof(err)), 1,
+		  "sync_pid follows B");
 	ASSERT_TRUE(access(bpath, F_OK) != 0, "the file made for B is gone");
 	ASSERT_EQ(mp_profile__procs(fx.p, NULL, 0), 2, "A and B");
 	ASSERT_TRUE(proc_stats(fx.p, fx.b.pid, &s) && !s.exited, "B runs");
-	queue_alloc(fx.id, fx.b.pid, fx.b.pid, fx.b.addr[5], fx.b.size[5], 1, &fx.frame, 1);
+	queue_block(&fx, &fx.b, 5, 1);
 	queue_proc(MP_EV_EXIT, fx.id, fx.b.pid, fx.b.pid, 0, 0);
 	ASSERT_EQ(mp_engine__process(fx.e), 2, "records consumed");
 	ASSERT_OK(mp_profile__stop(fx.p), "stop");
