@@ -1,7 +1,9 @@
-# The sampling engine (daemon/engine/: engine.c, sampler.c, entries.c, preload_batch.c), used
-# in-process by `memprofctl record` and by memprofd. Exports ENGINE_OBJS / ENGINE_LIBS.
-ENGINE_OWN_OBJS	:= $(B)/daemon/engine/engine.o $(B)/daemon/engine/sampler.o $(B)/daemon/engine/entries.o \
-		   $(B)/daemon/engine/preload_batch.o
+# The sampling engine (daemon/engine/: engine.c, profile.c, proc.c, events.c, backtrace.c,
+# preload.c, output.c, source_bpf.c, sampler.c, entries.c, preload_batch.c), used in-process by
+# `memprofctl record` and by memprofd. Exports ENGINE_OBJS / ENGINE_LIBS.
+ENGINE_OWN_OBJS	:= $(addprefix $(B)/daemon/engine/,engine.o profile.o proc.o events.o \
+		     backtrace.o preload.o output.o source_bpf.o sampler.o entries.o \
+		     preload_batch.o)
 ENGINE_OBJS	= $(ENGINE_OWN_OBJS) $(BPF_LOADER_OBJS) $(filter-out $(BPF_LOADER_OBJS),$(SYMBOLIZE_OBJS))
 ENGINE_LIBS	= $(BPF_LOADER_LIBS) $(SYMBOLIZE_LIBS) $(B)/lib/libmemprof.a \
 		  $(call pkglibs,libzstd) -lm
@@ -32,7 +34,7 @@ $(B)/tests/unit/test_usdt_sites: $(B)/tests/unit/test_usdt_sites.o $(B)/daemon/p
 UNIT_TESTS += $(B)/tests/unit/test_sampler $(B)/tests/unit/test_entries \
 	      $(B)/tests/unit/test_preload_batch $(B)/tests/unit/test_usdt_sites
 
-$(B)/daemon/engine/engine.o: CFLAGS += -DMP_ENGINE_VERSION='"$(VERSION)"'
+$(B)/daemon/engine/output.o: CFLAGS += -DMP_ENGINE_VERSION='"$(VERSION)"'
 
 # bpf tier: `memprofctl record` tests (tests/bpf/record-*.sh), their workloads and checker.
 REC_WL_DIR	:= $(B)/tests/workloads
@@ -95,3 +97,16 @@ $(REC_WL_DIR)/wl_alloc_static: tests/workloads/wl_alloc.c tests/workloads/wl_tru
 	$(Q)$(CC) $(REC_WL_CFLAGS) -static -o $@ $< -pthread
 
 BPF_TESTS	+= $(REC_WL_DIR)/wl_alloc_static
+
+# The engine driven by synthetic records (tests/unit/test_engine.h), unprivileged.
+$(B)/tests/unit/test_engine: $(B)/tests/unit/test_engine.o $$(ENGINE_OBJS) $(B)/lib/libmemprof.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/tests/unit/test_engine.o $(ENGINE_OBJS) $(ENGINE_LIBS)
+
+$(B)/tests/unit/test_engine_procs: $(B)/tests/unit/test_engine_procs.o $$(ENGINE_OBJS) \
+				   $(B)/lib/libmemprof.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/tests/unit/test_engine_procs.o $(ENGINE_OBJS) \
+		$(ENGINE_LIBS)
+
+UNIT_TESTS += $(B)/tests/unit/test_engine $(B)/tests/unit/test_engine_procs

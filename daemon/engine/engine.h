@@ -22,6 +22,47 @@
 struct mp_engine;
 struct mp_profile;
 
+/*
+ * The engine's event source: where its ring records (bpf/memprof.h: alloc, free, fork, exec,
+ * map, exit...) come from, and the control of the processes they describe. The BPF loader
+ * (daemon/probe/bpf_loader.h) is the source when mp_engine_opts.source is NULL: its records
+ * reach the engine straight from libbpf's callback. Another source (a test's synthetic records)
+ * hands each record to mp_engine__feed() from its consume(). Every operation is required; @ctx
+ * is mp_engine_opts.source_ctx.
+ */
+struct mp_engine_source {
+	/* Deliver the records pending now, for about @max_ns at most (0: no limit). Returns how
+	 * many, or -errno. */
+	int (*consume)(void *ctx, struct mp_engine *e, uint64_t max_ns);
+	/* An fd readable while records are pending (in mp_engine__fd()'s set), or -1. */
+	int (*fd)(void *ctx);
+	/* Process @pid's configuration (struct mp_proc_cfg: profile, rate, flags): set, get (0,
+	 * or -ENOENT when it has none), forget. */
+	int (*proc_set)(void *ctx, pid_t pid, const struct mp_proc_cfg *cfg);
+	int (*proc_get)(void *ctx, pid_t pid, struct mp_proc_cfg *cfg);
+	int (*proc_del)(void *ctx, pid_t pid);
+	/* Probe @pid (again: what is not probed yet). >= 0, or -ENOENT (nothing to probe),
+	 * -ESRCH (gone), -errno; then @why (may be NULL) gets a sentence. */
+	int (*attach)(void *ctx, pid_t pid, char *why, size_t why_len);
+	int (*detach)(void *ctx, pid_t pid);
+	/* How @pid is profiled (enum mp_proc_mode), or -ENOENT when it is not probed. */
+	int (*mode)(void *ctx, pid_t pid);
+	/* A preload-mode process' library counters (enum memprof_preload_stat) into @out[0..n):
+	 * how many, or -errno. */
+	int (*preload_stats)(void *ctx, pid_t pid, uint64_t *out, size_t n);
+	/* A preload-mode process' queue as an MP_EV_PRELOAD_BATCH record in @buf: its size, 0
+	 * when there is nothing to take, or -errno (daemon/probe/bpf_loader.h). */
+	int (*preload_pull)(void *ctx, pid_t pid, void *buf, size_t len, bool last);
+	/* @pid's probe hits so far: 0, or -errno. */
+	int (*proc_hits)(void *ctx, pid_t pid, struct mp_proc_hits *out);
+	/* What a probe hit costs the traced thread, entry and return, in ns. */
+	void (*hit_costs)(void *ctx, uint64_t *entry_ns, uint64_t *return_ns);
+	/* The counters of enum mp_stat, all processes: 0, or -errno. */
+	int (*stats)(void *ctx, uint64_t out[MP_STAT__MAX]);
+	/* The mechanisms in use, for logs and status. */
+	const char *(*mechanisms)(void *ctx);
+};
+
 enum mp_profile_state {
 	MP_PROFILE_SAMPLING = 1,
 	MP_PROFILE_STOPPED,	/* no new samples; frees of sampled blocks still recorded */
@@ -34,10 +75,10 @@ struct mp_engine_opts {
 	bool has_seed;
 	size_t max_entries;	/* live sampled blocks tracked, all processes; 0 = default */
 	size_t max_procs;	/* processes tracked; 0 = default */
-	/* Added: where traces go when a profile names neither out_path nor out_dir;
+	/* where traces go when a profile names neither out_path nor out_dir;
 	 * NULL = the current directory. */
 	const char *default_dir;
-	/* Added: may the owner (@uid, @gid) of a profile other than root's go on profiling
+	/* may the owner (@uid, @gid) of a profile other than root's go on profiling
 	 * process @pid, which has just exec'd (@secure: into an image with other credentials or
 	 * capabilities, MP_EXEC_F_SECURE)? 0, or -errno with a message in @err: the process is
 	 * detached, its trace completed, the message its mp_proc_stats.detached_reason. NULL:
@@ -45,12 +86,12 @@ struct mp_engine_opts {
 	int (*exec_check)(void *ctx, pid_t pid, uid_t uid, gid_t gid, bool secure, char *err,
 			  size_t err_len);
 	void *exec_check_ctx;
-	/* Added: > 0: each trace's file is written by a thread of its own through a queue of at
+	/* > 0: each trace's file is written by a thread of its own through a queue of at
 	 * most this many bytes (userspace-lib/codec/writer_async.h), so that no output, however slow
 	 * or stuck, makes the engine wait; an event that finds the queue full is not written
 	 * (MP_DROP_STALLED). 0: traces are written in the caller's thread. */
 	size_t output_queue_bytes;
-	/* Added (kernel range): the loader's messages (each kernel probe's result and the
+	/* the loader's messages (each kernel probe's result and the
 	 * mechanisms chosen, once at start; probes that failed to attach), @level a syslog
 	 * priority; NULL: none. */
 	void (*log)(void *ctx, int level, const char *msg);
@@ -60,6 +101,10 @@ struct mp_engine_opts {
 	 * capability). NULL: not wanted. */
 	char *error;
 	size_t error_len;
+	/* Where records come from (struct mp_engine_source, with its @source_ctx); NULL: the BPF
+	 * loader, opened by mp_engine__new() (then log and error above apply). */
+	const struct mp_engine_source *source;
+	void *source_ctx;
 };
 
 /*
@@ -103,12 +148,12 @@ struct mp_profile_opts {
 	gid_t owner_gid;
 	uint16_t format_version;	/* 2 (default) or 3 */
 	int zstd_level;		/* > 0: write .ctf.zst */
-	/* Added (stacks): how backtraces are unwound; see enum mp_unwind. */
+	/* how backtraces are unwound; see enum mp_unwind. */
 	enum mp_unwind unwind;
 	int stack_copy_size;	/* bytes of user stack BPF copies with each sampled event for
 				 * DWARF unwinding: 0 = MP_USTACK_DEFAULT, < 0 = none (then
 				 * every stack is a frame-pointer walk); at most MP_USTACK_MAX */
-	/* Added (overhead control): budget of the probes' cost per process, in percent of one
+	/* budget of the probes' cost per process, in percent of one
 	 * CPU, averaged over MP_OVERHEAD_WINDOW_MS; a process over it is detached (its trace
 	 * completed, mp_proc_stats.detached_reason says why). 0 = unlimited. */
 	double max_overhead_pct;
@@ -137,34 +182,29 @@ struct mp_proc_stats {
 	uint64_t drops;			/* events lost for this process (ring full, table full...) */
 	const char *trace_path;		/* may be NULL when written to a passed fd */
 	uint64_t write_errors;		/* events (and header patches) not written to the trace */
-	/* Added: */
 	uint64_t live_nsamples;		/* Σ n over blocks not freed (at exit: live at exit) */
 	uint64_t truncated_stacks;	/* samples whose stack reached callstack_size */
 	uint64_t exec_collects;		/* blocks collected because the process exec'd */
 	uint64_t unmatched_frees;	/* free events no entry matched (attributed by pid) */
-	/* Added (preload): */
 	enum mp_proc_mode mode;
 	uint64_t preload_samples;	/* library's count of samples drawn (its stats, last read
 					 * while the process lived) */
 	uint64_t preload_lost;		/* library's losses: table_full + stale + realloc_lost */
-	/* Added (stacks): */
 	uint64_t dwarf_stacks;		/* samples whose backtrace was unwound with DWARF */
 	uint64_t window_cut_stacks;	/* ... cut short where the stack copy ended (a larger
 					 * stack_copy_size would have gone further) */
 	uint64_t unwind_fallbacks;	/* samples that wanted DWARF but had no stack copy, or
 					 * whose unwinding failed: frame-pointer walk kept */
-	/* Added (overhead control): */
 	uint64_t probe_hits;		/* entry + return probe hits (while probed) */
 	double overhead_pct;		/* estimated probe cost over the last window, % of a CPU */
 	const char *detached_reason;	/* NULL, or why probing stopped before the process
 					 * exited (over its overhead budget) */
-	/* Added (outputs): */
 	int write_errno;		/* the first failed write to the trace (ENOSPC...), or 0 */
 	uint64_t write_error_us;	/* when it happened, CLOCK_REALTIME µs */
 	uint64_t stalled;		/* events not written: the output's queue was full */
 	uint64_t stalled_us;		/* when that first happened, CLOCK_REALTIME µs */
 	bool trace_done;		/* the trace is complete and its file written and closed */
-	/* Added (requested bytes): standard errors of est_alloc_bytes and est_live_bytes */
+	/* standard errors of est_alloc_bytes and est_live_bytes */
 	double se_alloc_bytes, se_live_bytes;
 };
 
@@ -175,6 +215,9 @@ struct mp_engine *mp_engine__new(const struct mp_engine_opts *opts);
 void mp_engine__free(struct mp_engine *e);
 
 int mp_engine__fd(const struct mp_engine *e);
+/* One ring record of @size bytes (starting with struct mp_event_hdr), as the source delivers it:
+ * from a source's consume(). Returns 0. */
+int mp_engine__feed(struct mp_engine *e, const void *rec, size_t size);
 /* Consume the events pending now (mp_bpf__consume()). Returns the number processed or -errno. */
 int mp_engine__process(struct mp_engine *e);
 /* The same for about @max_ns at most (0: as above): an event loop calls this when the fd is
@@ -233,8 +276,6 @@ const char *mp_engine__mechanisms(const struct mp_engine *e);
 /* Global drop/activity counters from BPF (enum mp_stat order). */
 int mp_engine__stats(struct mp_engine *e, uint64_t *out, size_t n);
 
-/* ---- Additions to the drafted API (same owner) ---- */
-
 /* Losses the engine itself counts (user-space side), all profiles together. */
 enum mp_engine_drop {
 	MP_DROP_UNMATCHED_FREE,	/* a free event for a block no table holds */
@@ -244,8 +285,8 @@ enum mp_engine_drop {
 	MP_DROP_NO_PROFILE,	/* event of a profile or process the engine does not know */
 	MP_DROP_WRITE,		/* trace write failed */
 	MP_DROP_LOST_EXIT,	/* process gone without an exit event (mp_engine__reap) */
-	MP_DROP_PROCS_FULL,	/* forked child not followed: max_procs traces already open, or
-				 * its trace could not be created */
+	MP_DROP_PROCS_FULL,	/* forked child not followed: max_procs processes open, or its
+				 * trace could not be created */
 	MP_DROP_MALFORMED,	/* a preload queue record (or part) whose sizes do not hold
 				 * together: the process' memory was overwritten */
 	MP_DROP_STALLED,	/* event not written: its trace's output did not keep up (its
@@ -297,17 +338,19 @@ int mp_engine__forget(struct mp_engine *e, struct mp_profile *p);
  * @pid was just forked by, or just exec'd in, a profiled process and is held stopped by the
  * caller (ptrace) before it runs code of its own: deliver the pending events (its FORK or EXEC
  * record among them, so the engine follows it as it would have) and attach its probes now, so
- * that none of its allocations is missed. Returns 1 if a sampling profile holds @pid (probes
- * attached), 0 if none does (not followed: the caller may let it go), or -errno (then @err, if
- * not NULL, says why: -ENOENT when it maps no probe-able allocator, -ESRCH when it is gone).
+ * that none of its allocations is missed; then read again how the loader profiles it
+ * (mp_proc_stats.mode) and its mappings (held at exec, its libraries are mapped now). Returns 1
+ * if a sampling profile holds @pid (probes attached), 0 if none does (not followed: the caller
+ * may let it go), or -errno (then @err, if not NULL, says why: -ENOENT when it maps no
+ * probe-able allocator, -ESRCH when it is gone).
  */
 int mp_engine__sync_pid(struct mp_engine *e, pid_t pid, char *err, size_t err_len);
 
 /*
- * The same for one profile (memprofd's Profile1.AddProcess): 1 if @p follows @pid (probes
- * attached), 0 if not. With @out_fd >= 0 (a forked child's), its trace is written to @out_fd
- * (dup'd) instead of where @p's options put it; a trace already begun from the FORK record
- * (header only) is started again there and its file removed.
+ * The same for one profile (memprofd's Profile1.AddProcess), by the same path: 1 if @p follows
+ * @pid (probes attached), 0 if not. With @out_fd >= 0 (a forked child's), its trace is written
+ * to @out_fd (dup'd) instead of where @p's options put it; a trace already begun from the FORK
+ * record (header only) is started again there and its file removed.
  */
 int mp_profile__sync_pid(struct mp_profile *p, pid_t pid, int out_fd, char *err, size_t err_len);
 
