@@ -652,6 +652,14 @@ static __always_inline void sampled_put(__u32 tgid, __u64 addr, __u32 profile, _
 }
 
 /* The fixed part of an alloc record: the block, and the frame-pointer walk of the stack. */
+/* The current image's mm->start_stack (mp_alloc_event.start_stack). */
+static __always_inline __u64 image_start_stack(void)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+
+	return BPF_CORE_READ(task, mm, start_stack);
+}
+
 static __always_inline void alloc_fill(struct pt_regs *ctx, struct mp_alloc_event *e,
 				       const struct tstate *st, const struct mp_proc_cfg *cfg,
 				       __u64 pid_tgid, __u64 addr)
@@ -664,6 +672,7 @@ static __always_inline void alloc_fill(struct pt_regs *ctx, struct mp_alloc_even
 	e->size = st->size;
 	e->remaining = st->remaining;
 	e->kind = st->kind;
+	e->start_stack = image_start_stack();
 	if (max_frames == 0 || max_frames > MP_MAX_STACK)
 		max_frames = MP_MAX_STACK;
 	n = bpf_get_stack(ctx, e->stack, max_frames * sizeof(__u64), BPF_F_USER_STACK);
@@ -1362,6 +1371,7 @@ static __noinline int pl_emit_walked_##CAP(struct pl_alloc *a, __u64 nfr)       
 	e->size = a->r.size;                                                                   \
 	e->remaining = a->r.nsamples;	/* final: see MP_KIND_F_PRELOAD */                     \
 	e->kind = (a->r.kind & MP_KIND_MASK) | MP_KIND_F_PRELOAD;                              \
+	e->start_stack = image_start_stack();                                                  \
 	if (bpf_probe_read_user(e->stack, 8 * nfr, (void *)a->frames)) {                       \
 		stat_inc(MP_STAT_STACK_ERRORS);                                                \
 		nfr = 0;                                                                       \
@@ -1419,6 +1429,7 @@ static __noinline int pl_emit_unwalked(void *ctx, struct pl_alloc *a)
 	e->size = r->size;
 	e->remaining = r->nsamples;
 	e->kind = (r->kind & MP_KIND_MASK) | MP_KIND_F_PRELOAD;
+	e->start_stack = image_start_stack();
 	n = bpf_get_stack(ctx, e->stack, sizeof(e->stack), BPF_F_USER_STACK);
 	if (n < 0) {
 		stat_inc(MP_STAT_STACK_ERRORS);

@@ -83,6 +83,9 @@ struct mp_alloc_event {
 				 * draws 1 + Binomial(remaining, rate) samples */
 	__u32 kind;		/* enum mp_kind */
 	__u32 nframes;		/* valid entries in stack[], innermost first */
+	__u64 start_stack;	/* the allocating image's mm->start_stack (0: unknown): set anew
+				 * at each exec, it tells the daemon whether /proc/PID/maps still
+				 * shows the image the stack's addresses belong to */
 	__u64 stack[MP_MAX_STACK];
 };
 
@@ -371,7 +374,7 @@ struct mp_preload_target {
 
 #ifndef __bpf__
 _Static_assert(sizeof(struct mp_event_hdr) == 24, "mp_event_hdr layout");
-_Static_assert(sizeof(struct mp_alloc_event) == 24 + 32 + 8 * MP_MAX_STACK, "alloc layout");
+_Static_assert(sizeof(struct mp_alloc_event) == 24 + 40 + 8 * MP_MAX_STACK, "alloc layout");
 _Static_assert(sizeof(struct mp_free_event) == 40, "free layout");
 _Static_assert(sizeof(struct mp_proc_event) == 32, "proc layout");
 _Static_assert(sizeof(struct mp_free_batch_event) == 32 + 8 * MP_FREE_BATCH_MAX, "batch layout");

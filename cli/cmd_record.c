@@ -327,8 +327,9 @@ static void print_summary_json(struct mp_engine *e, struct mp_profile *p, const 
 		fprintf(f, ",\"allocated_words\":%.0f,\"live_words\":%.0f",
 			mp_est_words(rate, ps[i].nsamples), mp_est_words(rate, ps[i].live_nsamples));
 		fprintf(f, ",\"dwarf_stacks\":%" PRIu64 ",\"window_cut_stacks\":%" PRIu64
-			",\"unwind_fallbacks\":%" PRIu64, ps[i].dwarf_stacks,
-			ps[i].window_cut_stacks, ps[i].unwind_fallbacks);
+			",\"unwind_fallbacks\":%" PRIu64 ",\"image_gone_stacks\":%" PRIu64,
+			ps[i].dwarf_stacks, ps[i].window_cut_stacks, ps[i].unwind_fallbacks,
+			ps[i].image_gone_stacks);
 		fprintf(f, ",\"write_errors\":%" PRIu64, ps[i].write_errors);
 		fprintf(f, ",\"probe_hits\":%" PRIu64 ",\"overhead_pct\":%.2f,\"detached_reason\":",
 			ps[i].probe_hits, ps[i].overhead_pct);
@@ -349,10 +350,10 @@ static void print_summary_json(struct mp_engine *e, struct mp_profile *p, const 
 	fprintf(f, "},\"stacks\":{\"unwind\":\"%s\",\"stack_copy_size\":%d,\"events\":%"
 		PRIu64 ",\"event_ns\":%" PRIu64 ",\"with_copy\":%" PRIu64 ",\"fp\":%" PRIu64
 		",\"dwarf\":%" PRIu64 ",\"unwind_ns\":%" PRIu64 ",\"window_cut\":%" PRIu64
-		",\"max_stack_used\":%" PRIu64 "}", mp_unwind__name(mp_profile__opts(p)->unwind),
-		mp_profile__opts(p)->stack_copy_size, sst.events, sst.event_ns, sst.with_copy,
-		sst.fp_stacks, sst.dwarf_stacks, sst.unwind_ns, sst.window_cut,
-		sst.max_stack_used);
+		",\"image_gone\":%" PRIu64 ",\"max_stack_used\":%" PRIu64 "}",
+		mp_unwind__name(mp_profile__opts(p)->unwind), mp_profile__opts(p)->stack_copy_size,
+		sst.events, sst.event_ns, sst.with_copy, sst.fp_stacks, sst.dwarf_stacks,
+		sst.unwind_ns, sst.window_cut, sst.image_gone, sst.max_stack_used);
 	fprintf(f, ",\"calls\":%" PRIu64 ",\"sampled\":%" PRIu64 ",\"mechanisms\":",
 		st[MP_STAT_CALLS] - base[MP_STAT_CALLS],
 		st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED]);

@@ -195,6 +195,8 @@ struct mp_proc_stats {
 					 * stack_copy_size would have gone further) */
 	uint64_t unwind_fallbacks;	/* samples that wanted DWARF but had no stack copy, or
 					 * whose unwinding failed: frame-pointer walk kept */
+	uint64_t image_gone_stacks;	/* samples taken before an exec that the engine read
+					 * after it: their frames left out (their image is gone) */
 	uint64_t probe_hits;		/* entry + return probe hits (while probed) */
 	double overhead_pct;		/* estimated probe cost over the last window, % of a CPU */
 	const char *detached_reason;	/* NULL, or why probing stopped before the process
@@ -309,6 +311,7 @@ struct mp_engine_stack_stats {
 	uint64_t unwind_ns;		/* time spent in DWARF unwinding (AUTO's judgement of the
 					 * frame-pointer walk, cached per address, not included) */
 	uint64_t window_cut;		/* DWARF unwinds cut where the stack copy ended */
+	uint64_t image_gone;		/* backtraces left out: read after their image's exec */
 	uint64_t max_stack_used;	/* most stack bytes above sp a DWARF unwind read */
 };
 void mp_engine__stack_stats(const struct mp_engine *e, struct mp_engine_stack_stats *out);

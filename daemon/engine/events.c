@@ -32,6 +32,23 @@ static void collect_remove(struct mp_engine *e, uint64_t time_us, struct mp_entr
 	mp_entries__remove(e->entries, en);
 }
 
+/*
+ * Whether @ev's image is gone: it was taken before an exec that had happened by the time the
+ * engine read it (a lagging engine), so the maps snapshot shows the new image, where its
+ * addresses (and its stack copy's CFI) mean nothing. Its block still counts; its frames are
+ * left out rather than named after code that was not there.
+ */
+static bool image_gone(struct mp_engine *e, const struct mp_proc *pr,
+		       const struct mp_alloc_event *ev)
+{
+	uint64_t image;
+
+	if (!ev->start_stack || !e->sym)
+		return false;
+	image = mp_symbolizer__image(e->sym, pr->pid);
+	return image && image != ev->start_stack;
+}
+
 static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 		     const struct mp_ustack *us)
 {
@@ -80,7 +97,13 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 	else
 		n = mp_sampler__nsamples(&p->sampler, ev->remaining);
 
-	nfr = stack_select(e, pr, ev, us, dw, &frames);
+	if (image_gone(e, pr, ev)) {
+		nfr = 0;
+		pr->image_gone++;
+		e->sst.image_gone++;
+	} else {
+		nfr = stack_select(e, pr, ev, us, dw, &frames);
+	}
 	/* BPF and the unwinder give innermost first; memtrace wants outermost first. The
 	 * frames the previous backtrace had at the same place are defined already. */
 	for (unsigned int i = nfr; i-- > 0;) {

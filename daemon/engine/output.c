@@ -43,12 +43,12 @@ static void final_drops(const struct mp_proc *pr, char *buf, size_t len)
 	snprintf(buf, len,
 		 "table_full=%" PRIu64 " unmatched_frees=%" PRIu64 " stale_blocks=%" PRIu64
 		 " write_errors=%" PRIu64 " stalled_output=%" PRIu64 " truncated_stacks=%" PRIu64
-		 " window_cut_stacks=%"
+		 " window_cut_stacks=%" PRIu64 " image_gone_stacks=%"
 		 PRIu64 " exec_collects=%" PRIu64 "; all processes: ringbuf=%" PRIu64
 		 " bpf_table=%" PRIu64 " missed_returns=%" PRIu64 " stack_errors=%" PRIu64
 		 " ustack_lost=%" PRIu64 " bpf_procs_full=%" PRIu64,
 		 pr->table_full, pr->unmatched, pr->stale, pr->write_errors, pr->stalled,
-		 pr->truncated, pr->window_cut, pr->exec_collects, d[MP_STAT_RINGBUF_DROPS],
+		 pr->truncated, pr->window_cut, pr->image_gone, pr->exec_collects, d[MP_STAT_RINGBUF_DROPS],
 		 d[MP_STAT_TABLE_DROPS], d[MP_STAT_MISSED_RETURNS], d[MP_STAT_STACK_ERRORS],
 		 d[MP_STAT_USTACK_LOST], d[MP_STAT_PROCS_FULL]);
 	if (pr->detached_reason && strlen(buf) + 1 < len)

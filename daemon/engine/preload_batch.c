@@ -49,6 +49,7 @@ int mp_preload_batch__expand(const void *rec, size_t size, const struct mp_prelo
 	ev.h.type = MP_EV_ALLOC;
 	ev.h.pid = b->h.pid;
 	ev.h.tid = b->h.tid;
+	ev.start_stack = 0;	/* unknown: the queue may be read after the process exec'd */
 	for (uint32_t i = 0; i < qh.nalloc; i++) {
 		struct mp_preload_queued_head e;
 		uint32_t nfr;

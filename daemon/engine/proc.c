@@ -500,6 +500,7 @@ size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, 
 		s->dwarf_stacks = pr->dwarf_stacks;
 		s->window_cut_stacks = pr->window_cut;
 		s->unwind_fallbacks = pr->unwind_fallbacks;
+		s->image_gone_stacks = pr->image_gone;
 		if (!pr->exited && !pr->completed)
 			proc_update_mode(pr);
 		s->mode = pr->mode;

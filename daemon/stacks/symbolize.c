@@ -241,6 +241,7 @@ struct proc {
 	struct hmap misses;		/* pcs unmapped after a re-read: not re-read again */
 	uint64_t read_ns;		/* when the maps were last read */
 	uint64_t generation;		/* of the snapshot, from mp_symbolizer.generation */
+	uint64_t image;			/* mm->start_stack the maps were read in, 0 unknown */
 	struct lru_node lru;
 };
 
@@ -1381,8 +1382,37 @@ static int map_cmp(const void *a, const void *b)
 }
 
 /* Snapshot @p's executable mappings. -ESRCH if the process is gone. */
+/* Field 28 of /proc/@pid/stat, startstack: 0 if it cannot be read or is hidden. */
+static uint64_t proc_start_stack(pid_t pid)
+{
+	unsigned long long v = 0;
+	char path[64], buf[1024], *q;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	q = strrchr(buf, ')');	/* comm may hold anything but this is its end */
+	if (!q)
+		return 0;
+	/* after ") ": state is field 3, startstack field 28 */
+	for (int field = 3; field <= 28 && q; field++)
+		q = strchr(q + 1, ' ');
+	if (!q || sscanf(q + 1, "%llu", &v) != 1)
+		return 0;
+	return v;
+}
+
 static int proc_read_maps(struct mp_symbolizer *s, struct proc *p)
 {
+	uint64_t image = proc_start_stack(p->pid);
 	struct proc_map *maps = NULL;
 	size_t n = 0, cap = 0, len = 0;
 	char path[64], *line = NULL;
@@ -1457,6 +1487,7 @@ static int proc_read_maps(struct mp_symbolizer *s, struct proc *p)
 	p->maps = maps;
 	p->nmaps = n;
 	p->generation = ++s->generation;
+	p->image = image && proc_start_stack(p->pid) == image ? image : 0;
 	p->read_ns = now_ns();
 	/* A library unloaded and another loaded in its place would make cached pcs wrong. */
 	hmap_clear(&p->addrs);
@@ -1743,6 +1774,16 @@ uint64_t mp_symbolizer__generation(struct mp_symbolizer *s, pid_t pid)
 	struct proc *p = hmap_get(&s->procs, (uint64_t)pid + 1, 0);
 
 	return p ? p->generation : 0;
+}
+
+uint64_t mp_symbolizer__image(struct mp_symbolizer *s, pid_t pid)
+{
+	bool fresh = false;
+	struct proc *p;
+	int err = 0;
+
+	p = proc_get(s, pid, &err, &fresh);
+	return p ? p->image : 0;
 }
 
 void mp_symbolizer__forget(struct mp_symbolizer *s, pid_t pid)

@@ -143,6 +143,15 @@ int mp_symbolizer__mappings(struct mp_symbolizer *s, pid_t pid,
 /* The snapshot generation of @pid, 0 if none is held. */
 uint64_t mp_symbolizer__generation(struct mp_symbolizer *s, pid_t pid);
 
+/*
+ * The image @pid's snapshot was read from (taking it if needed): its mm->start_stack, which
+ * every exec sets anew (ASLR), read from /proc/PID/stat before and after the maps; 0 when that
+ * is unknown (no permission to see it, or an exec during the read). A sample whose image is
+ * another one was taken before an exec its address space did not survive: its addresses mean
+ * nothing in this snapshot.
+ */
+uint64_t mp_symbolizer__image(struct mp_symbolizer *s, pid_t pid);
+
 /* libdwfl's standard find_debuginfo callback (build-id path, .gnu_debuglink, debuginfod when
  * DEBUGINFOD_URLS is set), with the debug file's fd made close-on-exec. */
 struct Dwfl_Module;

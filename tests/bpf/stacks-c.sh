@@ -32,6 +32,9 @@ ok "after exec: exit status 0" [ "$rc" -eq 0 ]
 check "$T/c-exec.ctf" chain stk_inline_alloc "$CHAIN"
 check "$T/c-exec.ctf" fileline __libc_start_call_main 'libc_start_call_main\.h$'
 ok "after exec: no stack cut by the window" summary c-exec 's["window_cut"] == 0'
+# Samples taken before an exec but read after it lose their frames (their image is gone); a
+# recorder that keeps up reads them before: none here, nor in the runs without an exec.
+ok "no stack of an image that is gone" summary c-dwarf 's["image_gone"] == 0'
 
 # The negative control: frame pointers are not there to follow.
 record c-fp --unwind=fp -r 1e-3 -- "$WL/stk_c" 1000 50

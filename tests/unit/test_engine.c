@@ -218,12 +218,72 @@ out:
 	fixture_end(&fx);
 }
 
+/* Field 28 of /proc/PID/stat: the image's mm->start_stack. */
+static uint64_t image_of(pid_t pid)
+{
+	unsigned long long v = 0;
+	char path[64], buf[1024], *q;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	/* after "comm) ": fields 3 to 27 skipped */
+	if (fgets(buf, sizeof(buf), f) && (q = strrchr(buf, ')')))
+		sscanf(q + 2, "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			      "%*s %*s %*s %*s %*s %*s %*s %*s %llu", &v);
+	fclose(f);
+	return v;
+}
+
+/*
+ * Blocks sampled in an image that is gone by the time the engine reads them (taken before an
+ * exec, read after it): counted, their frames left out, not named after the new image's code.
+ */
+static void test_image_gone(void)
+{
+	struct mp_proc_stats s;
+	struct trace_read t;
+	struct fixture fx;
+	uint64_t image;
+
+	if (!fixture_start(&fx, "image.ctf", false, 0))
+		goto out;
+	image = image_of(fx.a.pid);
+	if (!ASSERT_TRUE(image != 0, "the child's start_stack"))
+		goto out;
+	queue_image = image;		/* this image */
+	queue_block(&fx, &fx.a, 0, 0);
+	queue_image = image + 4096;	/* another one, before an exec */
+	queue_block(&fx, &fx.a, 1, 0);
+	queue_image = 0;		/* unknown: taken as this one */
+	queue_block(&fx, &fx.a, 2, 0);
+	ASSERT_EQ(mp_engine__process(fx.e), 3, "records consumed");
+	ASSERT_TRUE(proc_stats(fx.p, fx.a.pid, &s), "the process' figures");
+	ASSERT_EQ(s.samples, 3, "every block counts");
+	ASSERT_EQ(s.image_gone_stacks, 1, "one stack of an image that is gone");
+	queue_proc(MP_EV_EXIT, fx.id, fx.a.pid, fx.a.pid, 0, 0);
+	ASSERT_EQ(mp_engine__process(fx.e), 1, "exit consumed");
+	ASSERT_OK(mp_profile__discard(fx.p), "discard");
+	if (trace_read(fx.path, &t)) {
+		ASSERT_EQ(t.allocs, 3, "allocs in the trace");
+		ASSERT_EQ(t.no_frames, 1, "one without frames");
+		ASSERT_STREQ(t.first_frame, "child_allocate", "this image's frame resolved");
+		ASSERT_TRUE(strstr(t.context, "image_gone_stacks=1 ") != NULL, "context counts it");
+	}
+	ASSERT_OK(mp_engine__forget(fx.e, fx.p), "forget");
+out:
+	fixture_end(&fx);
+}
+
 int main(void)
 {
 	RUN(test_samples_and_frees);
 	RUN(test_stale_and_threads);
 	RUN(test_stop_discard);
 	RUN(test_lost);
+	RUN(test_image_gone);
 	free(fake.queue);
 	return test_exit();
 }

@@ -244,13 +244,16 @@ static struct mp_event_hdr hdr(uint32_t type, uint32_t profile, pid_t pid, pid_t
 				      .profile = profile, .time_ns = mono_ns() };
 }
 
+/* The image alloc records say they were taken in (mp_alloc_event.start_stack), 0: unknown. */
+static uint64_t queue_image;
+
 /* An alloc record as the return probe sends it: only the valid frames. */
 static void queue_alloc(uint32_t profile, pid_t pid, pid_t tid, uint64_t addr, uint64_t size,
 			uint64_t remaining, const uint64_t *frames, unsigned int nframes)
 {
 	struct mp_alloc_event ev = { .h = hdr(MP_EV_ALLOC, profile, pid, tid), .addr = addr,
 				     .size = size, .remaining = remaining, .kind = MP_KIND_MALLOC,
-				     .nframes = nframes };
+				     .nframes = nframes, .start_stack = queue_image };
 
 	memcpy(ev.stack, frames, nframes * sizeof(frames[0]));
 	queue_record(&ev, offsetof(struct mp_alloc_event, stack) + 8 * (size_t)nframes);
@@ -442,6 +445,7 @@ static void fixture_end(struct fixture *fx)
 	child_end(&fx->a);
 	mp_engine__free(fx->e);
 	memset(fake.stats, 0, sizeof(fake.stats));
+	queue_image = 0;
 }
 
 static bool proc_stats(struct mp_profile *p, pid_t pid, struct mp_proc_stats *out)
@@ -465,6 +469,7 @@ struct trace_read {
 	uint64_t alloc_ids[64];
 	uint64_t collect_ids[64];
 	char first_frame[128];		/* the function of the first alloc's innermost frame */
+	unsigned int no_frames;		/* allocs with an empty backtrace */
 	char context[1024];
 	int64_t pid;
 };
@@ -494,6 +499,8 @@ static bool trace_read(const char *path, struct trace_read *t)
 					snprintf(t->first_frame, sizeof(t->first_frame), "%s",
 						 l[nl - 1].defname);
 			}
+			if (!ev.backtrace_len)
+				t->no_frames++;
 			if (t->allocs < 64)
 				t->alloc_ids[t->allocs] = ev.id;
 			t->allocs++;
