@@ -33,5 +33,6 @@ int cmd_status(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 #endif

@@ -21,6 +21,7 @@ static const struct ctl_command commands[] = {
 	{ "report", cmd_report, "[OPTIONS] TRACE...", "top sites, leaks, flame graph, pprof" },
 	{ "status", cmd_status, "[OPTIONS] [ID]", "show memprofd's or a profile's state" },
 	{ "stop", cmd_stop, "[OPTIONS] ID", "stop sampling (frees still recorded)" },
+	{ "top", cmd_top, "[OPTIONS] ID|PID|TRACE...", "live view of a profile's sites" },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

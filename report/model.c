@@ -596,8 +596,9 @@ static void loader_warn(void *ctx, uint64_t offset, const char *msg)
 	struct loader *l = ctx;
 
 	/* Shown where it happens: a skipped packet changes the numbers of this report. */
-	fprintf(stderr, "memprofctl report: warning: '%s' at offset %llu: %s\n", l->t->path,
-		(unsigned long long)offset, msg);
+	if (!l->m->opts.quiet)
+		fprintf(stderr, "memprofctl report: warning: '%s' at offset %llu: %s\n",
+			l->t->path, (unsigned long long)offset, msg);
 }
 
 /* An earlier trace with the same pid, host, start time and events as @t, or NULL. */
@@ -685,9 +686,10 @@ static int load_trace(struct rp_model *m, const char *path, bool base, char *err
 		if (o) {
 			/* Its frames and stacks stay interned: without blocks, they weigh
 			 * nothing. */
-			fprintf(stderr, "memprofctl report: warning: '%s' is the same trace as "
-				"'%s' (pid %llu, same start time and events): counted once\n",
-				t->path, o->path, (unsigned long long)t->pid);
+			if (!m->opts.quiet)
+				fprintf(stderr, "memprofctl report: warning: '%s' is the same trace "
+					"as '%s' (pid %llu, same start time and events): counted "
+					"once\n", t->path, o->path, (unsigned long long)t->pid);
 			m->nblocks = t->first_block;
 			trace_free(t);
 			m->ntraces--;
@@ -988,7 +990,7 @@ static void set_windows(struct rp_model *m)
 		if (t->nblocks && t->first_alloc_us > t->win_start)
 			t->win_start = t->first_alloc_us;
 		t->win_end = t->end_us;
-		if (m->opts.has_since && since >= t->end_us)
+		if (m->opts.has_since && since >= t->end_us && !m->opts.quiet)
 			fprintf(stderr, "memprofctl report: warning: '%s' ends at %.3f s, before "
 				"--since: nothing of it is in the window\n", t->path,
 				(double)(t->start_us - t0 + t->end_us) / 1e6);

@@ -143,6 +143,7 @@ struct rp_options {
 	double tail;			/* fraction of the window treated as young (leaks) */
 	unsigned int points;		/* live-heap timeline points */
 	bool progress;			/* print read progress on stderr */
+	bool quiet;			/* no warnings on stderr (still counted per trace) */
 	bool no_trim;			/* name sites by the innermost frame, allocator or not */
 	bool flame;			/* flame graph with the root at the bottom (not icicle) */
 	/* pprof's filters on frames (function, file or object; POSIX extended regex owned by

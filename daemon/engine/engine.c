@@ -216,6 +216,26 @@ void mp_engine__on_state(struct mp_engine *e, mp_profile_state_fn fn, void *ctx)
 	e->state_ctx = ctx;
 }
 
+/*
+ * A trace's writer keeps its events in a packet of up to 32 KiB until it is full (or spans 30 s):
+ * a quiet process' events would reach the file that late. Once a second the pending packets of
+ * running processes are written, so that a trace on disk (what `memprofctl top` and a crash
+ * leave) is at most that old. A failed write is the writer's error, reported by the next event.
+ */
+#define MP_TRACE_FLUSH_NS	1000000000ull
+
+static void flush_traces(struct mp_engine *e, uint64_t now)
+{
+	if (now - e->traces_flushed_ns < MP_TRACE_FLUSH_NS)
+		return;
+	e->traces_flushed_ns = now;
+	for (struct mp_profile *p = e->profiles; p; p = p->next)
+		for (struct mp_proc *pr = p->state != MP_PROFILE_DISCARDED ? p->list : NULL; pr;
+		     pr = pr->next)
+			if (pr->w && !pr->completed)
+				memprof_writer__flush(pr->w);
+}
+
 static void check_deadlines(struct mp_engine *e)
 {
 	uint64_t expirations, now = now_mono_ns();
@@ -231,6 +251,7 @@ static void check_deadlines(struct mp_engine *e)
 	}
 	check_overhead(e, now);
 	pull_idle_queues(e, now);
+	flush_traces(e, now);
 	arm_timer(e);
 }
 

@@ -140,6 +140,7 @@ struct mp_engine {
 	void *pull_buf;			/* one MP_EV_PRELOAD_BATCH record, for them */
 	uint64_t ovh_next_ns;		/* next overhead check (CLOCK_MONOTONIC), 0: none due */
 	uint64_t timer_next_ns;		/* when the timerfd fires (arm_timer), 0: disarmed */
+	uint64_t traces_flushed_ns;	/* flush_traces() last wrote pending packets */
 	/* sync_proc() (profile.c): the trace of sync_pid (> 0) goes to sync_fd (service) */
 	pid_t sync_pid;
 	int sync_fd;

@@ -1,0 +1,507 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * memprofctl top: a live view of a running profile's sites, refreshed every --delay seconds.
+ *
+ * Each refresh reads the traces as they are on disk (a trace being written is a readable
+ * prefix; memprofd and record flush every trace at least once a second) into two report models
+ * (report/report.h): the whole trace, for the bytes live now and allocated so far, and the last
+ * interval alone, for the allocation rate. Sites are joined by their key. On a terminal the
+ * view is redrawn in place and keys change it; otherwise each refresh prints a plain table.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "cli/ctl_bus.h"
+#include "report/report.h"
+
+enum top_sort { TOP_LIVE, TOP_RATE, TOP_ALLOCATED };
+
+static const char *const sort_names[] = { "live", "rate", "allocated" };
+
+struct top_row {
+	const char *key;		/* into the whole-trace model */
+	struct rp_est live, allocated, rate;
+};
+
+struct top {
+	/* what to read: trace files, or a profile (and maybe one of its processes) */
+	char **paths;
+	size_t npaths;
+	bool from_daemon;
+	uint32_t id;
+	pid_t pid;			/* 0: every process of the profile */
+	struct memprof_client *cl;
+	bool profile_done;		/* the profile no longer samples: last refresh */
+	/* view */
+	enum top_sort sort;
+	enum rp_by by;
+	uint64_t delay_us;
+	unsigned int rows;		/* 0: as many as the terminal has */
+	bool tty;
+	struct top_row *row;
+	size_t nrows;
+};
+
+static volatile sig_atomic_t top_quit;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	top_quit = 1;
+}
+
+static void top_usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: memprofctl top [OPTIONS] ID|PID|TRACE...\n"
+		"\n"
+		"A live view of a running profile (memprofd's profile ID, or the newest profile\n"
+		"holding PID: that process alone) or of trace files being written: its sites\n"
+		"by live bytes, bytes allocated so far and allocation rate over the last\n"
+		"interval, each with its standard error, refreshed every interval. On a\n"
+		"terminal: q quits, l, r and a sort by live bytes, rate and allocated bytes.\n"
+		"Otherwise one plain table per refresh.\n"
+		"\n"
+		"Options:\n"
+		"  -d, --delay SECONDS    refresh interval (default 1; 0.1 to 3600)\n"
+		"  -n, --iterations N     stop after N refreshes (default: until q, Ctrl-C or\n"
+		"                         the end of the profile)\n"
+		"  -s, --sort KEY         live (default), rate or allocated\n"
+		"  -b, --by KEY           function (default), line, stack or object\n"
+		"  -t, --top N            rows (default: what the terminal holds, 20 otherwise)\n"
+		"  -h, --help             show this help\n");
+}
+
+static int parse_key(const char *what, const char *s, const char *const *names, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(s, names[i]))
+			return i;
+	fprintf(stderr, "memprofctl top: unknown %s '%s'\n", what, s);
+	return -EINVAL;
+}
+
+/* The profile's trace paths (those of @t->pid only, when set) into @t->paths. */
+static int profile_paths(struct top *t)
+{
+	struct memprof_client_profile *p;
+	size_t n = 0;
+	int r;
+
+	r = memprof_client__profile(t->cl, t->id, &p);
+	if (r < 0) {
+		ctl_fail_client("top", t->cl, r);
+		return r;
+	}
+	for (size_t i = 0; i < t->npaths; i++)
+		free(t->paths[i]);
+	free(t->paths);
+	t->paths = calloc(p->nprocs ? p->nprocs : 1, sizeof(*t->paths));
+	t->npaths = 0;
+	if (!t->paths) {
+		memprof_client_profile__free(p);
+		fprintf(stderr, "memprofctl top: Failed to allocate: %s\n", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < p->nprocs; i++) {
+		const struct memprof_client_process *c = &p->procs[i];
+
+		if ((t->pid && c->pid != t->pid) || !c->trace || !c->trace[0])
+			continue;
+		t->paths[n] = strdup(c->trace);
+		if (t->paths[n])
+			n++;
+	}
+	t->npaths = n;
+	t->profile_done = p->state != MEMPROF_CLIENT_SAMPLING;
+	memprof_client_profile__free(p);
+	return 0;
+}
+
+/* ID or PID: the profile, and for a PID the process, to show. */
+static int resolve_target(struct top *t, const char *arg)
+{
+	struct memprof_client_entry *v = NULL;
+	struct memprof_client_profile *p;
+	size_t n = 0;
+	uint32_t num;
+	int r;
+
+	if (ctl_parse_id("top", arg, &num) < 0)
+		return -EINVAL;
+	if (ctl_bus_connect(&t->cl, false) < 0)
+		return -ENOTCONN;
+	t->from_daemon = true;
+	r = memprof_client__profile(t->cl, num, &p);
+	if (r == 0) {
+		t->id = num;
+		memprof_client_profile__free(p);
+		return 0;
+	}
+	if (r != -ENOENT) {
+		ctl_fail_client("top", t->cl, r);
+		return r;
+	}
+	r = memprof_client__list(t->cl, &v, &n);
+	if (r < 0) {
+		ctl_fail_client("top", t->cl, r);
+		return r;
+	}
+	for (size_t i = 0; i < n && !t->id; i++)	/* newest first */
+		for (size_t k = 0; k < v[i].npids; k++)
+			if (v[i].pids[k] == (pid_t)num) {
+				t->id = v[i].id;
+				t->pid = (pid_t)num;
+			}
+	memprof_client_list__free(v, n);
+	if (!t->id) {
+		fprintf(stderr, "memprofctl top: %s is neither a profile ID nor a process of a "
+			"profile\n", arg);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+/* A model of @t's traces over [since, until] µs on the model's axis (both 0: everything). */
+static int load_model(const struct top *t, bool window, uint64_t since, uint64_t until,
+		      struct rp_model **ret)
+{
+	struct rp_options o = { .by = t->by, .top = 1, .tail = 0.1, .points = 2, .quiet = true };
+	struct rp_model *m;
+	char err[256];
+	int r = 0;
+
+	o.has_since = o.has_until = window;
+	o.since_us = since;
+	o.until_us = until;
+	m = rp_model__new(&o);
+	if (!m)
+		return -errno;
+	for (size_t i = 0; i < t->npaths && !r; i++) {
+		err[0] = 0;
+		r = rp_model__load(m, t->paths[i], err, sizeof(err));
+		/* a process' trace not written yet is not an error of the view */
+		if (r == -ENOENT || (r < 0 && window))
+			r = 0;
+		else if (r < 0)
+			fprintf(stderr, "memprofctl top: Failed to read '%s': %s\n", t->paths[i],
+				err[0] ? err : strerror(-r));
+	}
+	if (!r && m->nblocks)
+		r = rp_model__analyze(m);
+	if (r < 0) {
+		rp_model__free(m);
+		return r;
+	}
+	*ret = m;
+	return 0;
+}
+
+static const struct rp_site *site_by_key(const struct rp_model *m, const char *key)
+{
+	for (size_t i = 0; i < m->nsites; i++)
+		if (!strcmp(m->sites[i].key, key))
+			return &m->sites[i];
+	return NULL;
+}
+
+static double sort_value(const struct top *t, const struct top_row *r)
+{
+	switch (t->sort) {
+	case TOP_RATE:
+		return r->rate.est;
+	case TOP_ALLOCATED:
+		return r->allocated.est;
+	default:
+		return r->live.est;
+	}
+}
+
+static const struct top *sorting;
+
+static int row_cmp(const void *a, const void *b)
+{
+	double x = sort_value(sorting, a), y = sort_value(sorting, b);
+
+	return x < y ? 1 : x > y ? -1 : strcmp(((const struct top_row *)a)->key,
+					       ((const struct top_row *)b)->key);
+}
+
+/* The rows of @all, with the rate from @last (the last @secs seconds; NULL: none yet). */
+static int build_rows(struct top *t, const struct rp_model *all, const struct rp_model *last,
+		      double secs)
+{
+	free(t->row);
+	t->nrows = 0;
+	t->row = calloc(all->nsites ? all->nsites : 1, sizeof(*t->row));
+	if (!t->row)
+		return -ENOMEM;
+	for (size_t i = 0; i < all->nsites; i++) {
+		const struct rp_site *s = &all->sites[i];
+		const struct rp_site *l = last ? site_by_key(last, s->key) : NULL;
+		struct top_row *r = &t->row[t->nrows++];
+
+		r->key = s->key;
+		r->live = s->live_bytes;
+		r->allocated = s->bytes;
+		if (l)
+			r->rate = (struct rp_est){ l->bytes.est / secs, l->bytes.var / (secs * secs) };
+	}
+	sorting = t;
+	qsort(t->row, t->nrows, sizeof(*t->row), row_cmp);
+	return 0;
+}
+
+/* "12.3 MiB ± 1.2 MiB" in a column of @w characters. */
+static void put_est(FILE *f, const struct rp_est *e, const char *unit, int w)
+{
+	char a[32], b[32], cell[80];
+
+	rp_fmt_bytes(e->est, a, sizeof(a));
+	rp_fmt_bytes(rp_se(e), b, sizeof(b));
+	snprintf(cell, sizeof(cell), "%s%s ± %s", a, unit, b);
+	fprintf(f, "%*s", w, cell);
+}
+
+static void draw(struct top *t, const struct rp_model *all, double secs, FILE *f)
+{
+	unsigned int rows = t->rows;
+	struct winsize ws = { 0 };
+	char when[32];
+	time_t now = time(NULL);
+	struct rp_est rate = { 0 };
+
+	if (!rows)
+		rows = t->tty && !ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) && ws.ws_row > 6 ?
+			       ws.ws_row - 6 : 20;
+	for (size_t i = 0; i < t->nrows; i++) {
+		rate.est += t->row[i].rate.est;
+		rate.var += t->row[i].rate.var;
+	}
+	strftime(when, sizeof(when), "%H:%M:%S", localtime(&now));
+	if (t->tty)
+		fputs("\033[H\033[2J", f);
+	fprintf(f, "memprofctl top - %s - %zu trace%s, %zu site%s by %s, sorted by %s%s\n", when,
+		all ? all->ntraces : 0, all && all->ntraces == 1 ? "" : "s", t->nrows,
+		t->nrows == 1 ? "" : "s", rp_by_name(t->by), sort_names[t->sort],
+		t->profile_done ? " (profile no longer sampling)" : "");
+	fputs("Live ", f);
+	put_est(f, all ? &all->total_live_bytes : &rate, "", 0);
+	fputs("   allocated ", f);
+	put_est(f, all ? &all->total_bytes : &rate, "", 0);
+	fprintf(f, "   rate over %.1f s ", secs);
+	put_est(f, &rate, "/s", 0);
+	fputs("\n\n", f);
+	fprintf(f, "%28s %28s %28s  %s\n", t->sort == TOP_LIVE ? "LIVE BYTES*" : "LIVE BYTES",
+		t->sort == TOP_ALLOCATED ? "ALLOCATED*" : "ALLOCATED",
+		t->sort == TOP_RATE ? "RATE*" : "RATE", "SITE");
+	for (size_t i = 0; i < t->nrows && i < rows; i++) {
+		put_est(f, &t->row[i].live, "", 28);
+		fputc(' ', f);
+		put_est(f, &t->row[i].allocated, "", 28);
+		fputc(' ', f);
+		put_est(f, &t->row[i].rate, "/s", 28);
+		fprintf(f, "  %s\n", t->row[i].key);
+	}
+	if (!t->nrows)
+		fputs("  (no sampled block yet)\n", f);
+	if (!t->tty)
+		fputc('\n', f);
+	fflush(f);
+}
+
+/* One refresh: read, join, draw. */
+static int refresh(struct top *t, double secs)
+{
+	struct rp_model *all = NULL, *last = NULL;
+	uint64_t t0, t1;
+	int r;
+
+	if (t->from_daemon && (r = profile_paths(t)) < 0)
+		return r;
+	r = load_model(t, false, 0, 0, &all);
+	if (r < 0)
+		return r;
+	if (all->nblocks && rp_model__span(all, &t0, &t1) && t1 > all->t0_us) {
+		uint64_t end = t1 - all->t0_us, len = (uint64_t)(secs * 1e6);
+
+		r = load_model(t, true, end > len ? end - len : 0, end, &last);
+	}
+	if (r == 0)
+		r = build_rows(t, all, last, secs);
+	if (r == 0)
+		draw(t, all, secs, stdout);
+	rp_model__free(last);
+	rp_model__free(all);
+	if (r < 0)
+		fprintf(stderr, "memprofctl top: Failed to build the view: %s\n", strerror(-r));
+	return r;
+}
+
+/* Wait up to @us for a key; act on it. Returns true when a key changed the view. */
+static bool wait_key(struct top *t, uint64_t us)
+{
+	struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
+	char c;
+
+	if (!t->tty) {
+		struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000 };
+
+		nanosleep(&ts, NULL);
+		return false;
+	}
+	if (poll(&pfd, 1, (int)(us / 1000)) <= 0 || read(STDIN_FILENO, &c, 1) != 1)
+		return false;
+	switch (c) {
+	case 'q':
+	case 'Q':
+		top_quit = 1;
+		return false;
+	case 'l':
+		t->sort = TOP_LIVE;
+		return true;
+	case 'r':
+		t->sort = TOP_RATE;
+		return true;
+	case 'a':
+		t->sort = TOP_ALLOCATED;
+		return true;
+	default:
+		return false;
+	}
+}
+
+int cmd_top(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "delay", required_argument, NULL, 'd' },
+		{ "iterations", required_argument, NULL, 'n' },
+		{ "sort", required_argument, NULL, 's' },
+		{ "by", required_argument, NULL, 'b' },
+		{ "top", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	static const char *const by_names[] = { "function", "line", "stack", "object" };
+	struct top t = { .sort = TOP_LIVE, .by = RP_BY_FUNCTION, .delay_us = 1000000 };
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct termios saved, raw;
+	bool raw_set = false;
+	long iterations = 0, n = 0;	/* 0: no limit */
+	int c, k, rc = 2;
+	char *end;
+
+	while ((c = getopt_long(argc, argv, "d:n:s:b:t:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': {
+			double d = strtod(optarg, &end);
+
+			if (end == optarg || *end || !(d >= 0.1 && d <= 3600)) {
+				fprintf(stderr, "memprofctl top: --delay must be 0.1 to 3600 seconds, "
+					"not '%s'\n", optarg);
+				return 2;
+			}
+			t.delay_us = (uint64_t)(d * 1e6);
+			break;
+		}
+		case 'n':
+		case 't':
+			errno = 0;
+			iterations = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || iterations < 1 || iterations > 1000000) {
+				fprintf(stderr, "memprofctl top: --%s must be 1 to 1000000, not '%s'\n",
+					c == 'n' ? "iterations" : "top", optarg);
+				return 2;
+			}
+			if (c == 't') {
+				t.rows = (unsigned int)iterations;
+				iterations = 0;
+			}
+			break;
+		case 's':
+			if ((k = parse_key("sort key", optarg, sort_names, 3)) < 0)
+				return 2;
+			t.sort = (enum top_sort)k;
+			break;
+		case 'b':
+			if ((k = parse_key("--by key", optarg, by_names, 4)) < 0)
+				return 2;
+			t.by = (enum rp_by)k;
+			break;
+		case 'h':
+			top_usage(stdout);
+			return 0;
+		default:
+			return 2;	/* getopt printed the error line */
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "memprofctl top: no profile ID, PID or trace given; try "
+			"'memprofctl top --help'.\n");
+		return 2;
+	}
+	if (argc - optind == 1 && strspn(argv[optind], "0123456789") == strlen(argv[optind]) &&
+	    access(argv[optind], F_OK)) {
+		if (resolve_target(&t, argv[optind]) < 0) {
+			rc = 1;
+			goto out;
+		}
+	} else {
+		t.paths = argv + optind;
+		t.npaths = (size_t)(argc - optind);
+		for (size_t i = 0; i < t.npaths; i++)
+			if (access(t.paths[i], R_OK)) {
+				fprintf(stderr, "memprofctl top: Cannot read '%s': %s\n", t.paths[i],
+					strerror(errno));
+				return 1;
+			}
+	}
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	t.tty = isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
+	if (t.tty && !tcgetattr(STDIN_FILENO, &saved)) {
+		raw = saved;
+		raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+		raw.c_cc[VMIN] = 1;
+		raw.c_cc[VTIME] = 0;
+		raw_set = !tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+		fputs("\033[?1049h\033[?25l", stdout);	/* alternate screen, no cursor */
+	}
+	rc = 0;
+	while (!top_quit) {
+		if (refresh(&t, (double)t.delay_us / 1e6) < 0) {
+			rc = 1;
+			break;
+		}
+		if ((iterations && ++n >= iterations) || t.profile_done)
+			break;
+		wait_key(&t, t.delay_us);	/* a sort key: the next refresh now */
+	}
+	if (t.tty) {
+		fputs("\033[?25h\033[?1049l", stdout);
+		fflush(stdout);
+	}
+	if (raw_set)
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+out:
+	if (t.from_daemon) {
+		for (size_t i = 0; i < t.npaths; i++)
+			free(t.paths[i]);
+		free(t.paths);
+	}
+	free(t.row);
+	memprof_client__free(t.cl);
+	return rc;
+}
