@@ -17,7 +17,7 @@ static const struct ctl_command commands[] = {
 	{ "discard", cmd_discard, "[OPTIONS] ID", "complete a stopped profile's traces" },
 	{ "dump", cmd_dump, "[OPTIONS] TRACE", "print a trace, one line per event" },
 	{ "list", cmd_list, "[OPTIONS]", "list the profiles" },
-	{ "record", cmd_record, "[OPTIONS] -- CMD [ARGS...]", "run CMD and trace its allocations" },
+	{ "record", cmd_record, "[OPTIONS] -- CMD [ARGS...]", "run CMD and sample its allocations" },
 	{ "report", cmd_report, "[OPTIONS] TRACE...", "top sites, leaks, flame graph, pprof" },
 	{ "status", cmd_status, "[OPTIONS] [ID]", "show memprofd's or a profile's state" },
 	{ "stop", cmd_stop, "[OPTIONS] ID", "stop sampling (frees still recorded)" },

@@ -4,7 +4,7 @@
  * "object+0xoffset") and how to get them, and what a CPython trace cannot show.
  *
  * The trace names an object by its base name only, so the object is looked for on this
- * machine (the traced executable's path, then the usual library and binary directories); its
+ * machine (the profiled executable's path, then the usual library and binary directories); its
  * build-id, read with libdw, gives the debug file's name under /usr/lib/debug/.build-id, and
  * the Debian package owning the object (dpkg-query -S) gives the debug package's name,
  * PACKAGE-dbgsym (Debian's automatic debug packages).

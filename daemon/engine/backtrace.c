@@ -74,7 +74,7 @@ static bool fp_trustworthy(struct mp_engine *e, struct mp_proc *pr, const uint64
 
 /*
  * AUTO copies the stack (16 KiB by default) of every sampled block in case the frame-pointer
- * walk is not trustworthy, and that copy is half of what a sample costs the traced thread once
+ * walk is not trustworthy, and that copy is half of what a sample costs the allocating thread once
  * wakeups are batched (bench: 4.7 against 2.4 us per sampled block on allocbench). A process
  * whose walks are all trustworthy does not need it: after MP_COPY_OFF_AFTER << copy_backoff
  * trustworthy walks in a row, BPF stops copying for it (its mp_proc_cfg.ustack_size = 0); the

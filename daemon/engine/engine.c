@@ -58,7 +58,7 @@ const char *mp_stat__name(enum mp_stat s)
 
 /*
  * Alloc and free records wake the ring buffer's reader only each time another 256 KiB are
- * pending (bpf/memprof.bpf.c, data_wake_flags(): a wakeup costs the traced thread more than
+ * pending (bpf/memprof.bpf.c, data_wake_flags(): a wakeup costs the allocating thread more than
  * the sample); fork/exec/exit records wake it at once. While any process is profiled, the
  * timer also fires every MP_FLUSH_NS to deliver the rest, which bounds how late a record is
  * read and how stale the counters are. Whoever needs everything up to now (stop, discard,

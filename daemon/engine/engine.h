@@ -55,7 +55,7 @@ struct mp_engine_source {
 	int (*preload_pull)(void *ctx, pid_t pid, void *buf, size_t len, bool last);
 	/* @pid's probe hits so far: 0, or -errno. */
 	int (*proc_hits)(void *ctx, pid_t pid, struct mp_proc_hits *out);
-	/* What a probe hit costs the traced thread, entry and return, in ns. */
+	/* What a probe hit costs the profiled thread, entry and return, in ns. */
 	void (*hit_costs)(void *ctx, uint64_t *entry_ns, uint64_t *return_ns);
 	/* The counters of enum mp_stat, all processes: 0, or -errno. */
 	int (*stats)(void *ctx, uint64_t out[MP_STAT__MAX]);

@@ -55,7 +55,7 @@ enum mp_entries_drop {
 /*
  * One tracked block: a 24-byte slot of its process' open-addressing table (entries.c). The
  * key is opaque: a block address for uprobe-mode processes, whatever unique 64-bit name a
- * process' blocks have otherwise. The owner (the trace the block was written to) and the
+ * process' blocks have otherwise. The owner (the process of a profile whose trace the block went to) and the
  * allocating thread are small indexes into per-process tables: read them with
  * mp_entries__owner() and mp_entries__tid(), set the owner, id and multiplicity with
  * mp_entries__set(). id and nsamples are read directly; len is the engine's to set.
@@ -96,7 +96,7 @@ void mp_entries__free(struct mp_entries *t);	/* frees every entry; NULL-safe */
  */
 struct mp_entry *mp_entries__insert(struct mp_entries *t, pid_t pid, pid_t tid, uint64_t key);
 /*
- * Set @e's owner (the trace it was written to; NULL: none), id and multiplicity. Returns 0,
+ * Set @e's owner (whose trace it was written to; NULL: none), id and multiplicity. Returns 0,
  * -ENOSPC when @e's process has MP_ENTRY_MAX_OWNERS other owners with live entries, or
  * -EOVERFLOW when @id or @nsamples does not fit (both counted); @e is unchanged then.
  */

@@ -188,7 +188,7 @@ struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, char *err, size_t err_
 		}
 		snprintf(path, sizeof(path), "%s", fd_name(pr->fd, fdname, sizeof(fdname)));
 	} else {
-		/* a pid traced before in this profile (pid reuse) never takes an earlier name */
+		/* a pid this profile had before (pid reuse) never takes an earlier name */
 		unsigned int k = 1;
 
 		for (struct mp_proc *o = p->list; o; o = o->next)

@@ -263,7 +263,7 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 			goto fail;
 		}
 		if (e->open_procs + npids > e->max_procs) {
-			snprintf(err, err_len, "Too many processes traced at once (limit %zu)",
+			snprintf(err, err_len, "Too many processes profiled at once (limit %zu)",
 				 e->max_procs);
 			r = -ENOSPC;
 			goto fail;

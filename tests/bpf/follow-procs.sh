@@ -40,7 +40,7 @@ exes=$(for f in "$T"/names.ctf.*; do "$CHECK" info "$f" | sed -n 's/^exe //p'; d
 expect "shell children: their traces name the exec'd image" "$FW" "$exes"
 ok "shell children: strict reads" "$CHECK" strict "$T"/names.ctf.*
 
-# an exec chain: the new image is traced from its first allocation, in the same trace
+# an exec chain: the new image is profiled from its first allocation, in the same trace
 record exec -r 1 -o "$T/exec.ctf" -- sh -c "exec '$FW' alloc 77 1000"
 expect "exec chain: exit status" 0 "$rc"
 expect "exec chain: one trace" 1 "$(ls "$T"/exec.ctf* | wc -l)"
@@ -52,7 +52,7 @@ child=$(sed -n 's/^CHILD //p' "$T/spawn.out")
 expect "posix_spawn: exit status" 0 "$rc"
 expect "posix_spawn: child's allocations" 60 "$(allocs alloc "$T/spawn.ctf.$child")"
 
-# --no-follow-forks: the child is not traced but runs normally
+# --no-follow-forks: the child is not followed but runs normally
 record nofollow --no-follow-forks -r 1 -o "$T/nofollow.ctf" -- "$FW" fork 10 1000
 child=$(sed -n 's/^CHILD //p' "$T/nofollow.out")
 expect "--no-follow-forks: exit status (the child's)" 0 "$rc"

@@ -34,9 +34,9 @@ while kill -0 "$STORM" 2>/dev/null; do
 	sleep 0.5
 done
 NTRACES=$(ls "$STATE/profiles/$ID" | grep -c '\.ctf$')
-echo "storm: $NTRACES processes traced, at most $MAX descriptors (base $BASE)"
+echo "storm: $NTRACES processes profiled, at most $MAX descriptors (base $BASE)"
 check "the storm ran many processes" [ "$NTRACES" -gt 500 ]
-# Each traced process held its links (two per probed object) while it lived: a handful at a
+# Each profiled process held its links (two per probed object) while it lived: a handful at a
 # time. Released only slowly, they made thousands.
 check "memprofd's descriptors stay below the usual soft limit (1024) during the storm" \
 	[ "$MAX" -lt 1024 ]

@@ -424,7 +424,8 @@ static void test_dummy_verifier(void)
 	roundtrip(2, 0, 5, 20000, -1);
 }
 
-/* The header's own example must come out byte for byte as in the spec (§15 of the notes). */
+/* A small trace encoded by hand from the memtrace format's rules: the writer must match it byte
+ * for byte. */
 static void test_worked_example(void)
 {
 	static const uint8_t expect_info[] = {
