@@ -3,7 +3,8 @@
 # Included from userspace-lib/build.mk.
 
 PL_DIR		:= userspace-lib/preload
-PL_SRCS		:= $(PL_DIR)/preload.c $(PL_DIR)/pl_core.c $(PL_DIR)/pl_api.c $(PL_DIR)/pl_next.c
+PL_SRCS		:= $(addprefix $(PL_DIR)/,preload.c pl_cxx.c pl_sample.c pl_report.c pl_init.c \
+				     pl_core.c pl_api.c pl_next.c)
 PL_OBJDIR	:= $(B)/$(PL_DIR)/so
 PL_OBJS		:= $(PL_SRCS:$(PL_DIR)/%.c=$(PL_OBJDIR)/%.o)
 PL_LIB		:= $(B)/lib/libmemprof-preload.so
