@@ -45,7 +45,8 @@ static __always_inline struct tstate *alloc_entry(struct pt_regs *ctx, __u32 kin
 	st->arg = arg;
 	st->old_profile = 0;
 	st->sample_profile = 0;
-	if (may_sample && (cfg->flags & MP_PROC_SAMPLING) && sample_block(st, cfg, size, &remaining)) {
+	if (may_sample && (cfg->flags & MP_PROC_SAMPLING) &&
+	    sample_block(st, cfg, size, &remaining)) {
 		st->sample_profile = cfg->profile;
 		st->remaining = remaining;
 	}
@@ -56,10 +57,8 @@ static __always_inline int emit_free(__u64 pid_tgid, __u32 profile, __u64 addr, 
 {
 	struct mp_free_event *e = data_reserve(sizeof(*e));
 
-	if (!e) {
-		stat_inc(MP_STAT_RINGBUF_DROPS);
+	if (!e)
 		return 0;
-	}
 	hdr_fill(&e->h, MP_EV_FREE, pid_tgid, profile);
 	e->addr = addr;
 	e->kind = kind;
@@ -142,9 +141,10 @@ static __always_inline void alloc_fill(struct pt_regs *ctx, struct mp_alloc_even
  * cleanly at the top of the stack mapping. A page that cannot be read below a readable one is
  * a stack page never touched (a large local array only partly written: the kernel has not
  * faulted it in, and this program cannot): its content is zero, which is what a failed read
- * leaves in the record, so the copy goes on above it and ends after the last page read. Ring-buffer reservations need a constant size: the
- * record is reserved in one of five sizes (2, 3, 5, 9 or 17 pages of data, for windows up to
- * 4, 8, 16, 32 and 64 KiB whatever sp's offset in its page).
+ * leaves in the record, so the copy goes on above it and ends after the last page read.
+ * Ring-buffer reservations need a constant size: the record is reserved in one of five sizes
+ * (2, 3, 5, 9 or 17 pages of data, for windows up to 4, 8, 16, 32 and 64 KiB whatever sp's
+ * offset in its page).
  */
 #define MP_USTACK_RECORD(pages)	\
 	(sizeof(struct mp_alloc_event) + sizeof(struct mp_ustack) + (pages) * MP_PAGE_SIZE)
@@ -323,7 +323,6 @@ static __always_inline int alloc_return(struct pt_regs *ctx, __u64 ret)
 	if (!e) {
 		if (!bpf_map_delete_elem(&sampled, &key))
 			sfilter_add(tgid, addr, -1);
-		stat_inc(MP_STAT_RINGBUF_DROPS);
 		return 0;
 	}
 	alloc_fill(ctx, e, st, cfg, pid_tgid, addr);
@@ -464,9 +463,10 @@ static __always_inline struct tstate *entry_dispatch(struct pt_regs *ctx, __u64 
 	switch (MP_COOKIE_SHAPE(cookie)) {
 	case MP_SHAPE_SIZE1:	/* malloc(size), operator new(size, ...), valloc */
 		return alloc_entry(ctx, kind, a1, true, 0);
-	case MP_SHAPE_PAGES:	/* pvalloc(size): the size rounded up to whole pages, one at least */
+	case MP_SHAPE_PAGES:	/* pvalloc(size): rounded up to whole pages, one at least */
 		if (a1 <= ~0ull - MP_PAGE_SIZE)
-			a1 = a1 ? (a1 + MP_PAGE_SIZE - 1) & ~(__u64)(MP_PAGE_SIZE - 1) : MP_PAGE_SIZE;
+			a1 = a1 ? (a1 + MP_PAGE_SIZE - 1) & ~(__u64)(MP_PAGE_SIZE - 1) :
+				  MP_PAGE_SIZE;
 		return alloc_entry(ctx, kind, a1, true, 0);
 	case MP_SHAPE_SIZE2:	/* memalign(align, size), aligned_alloc(align, size) */
 		return alloc_entry(ctx, kind, a2, true, 0);

@@ -237,17 +237,42 @@ static __always_inline void sfilter_add(__u32 tgid, __u64 addr, __s32 d)
 }
 
 /*
+ * Per-CPU counters, added to atomically: uprobe programs run with migration disabled but not
+ * preemption, so another thread of the process can run the same program on this CPU between
+ * a plain load and store, and an update would be lost (the counts are exact: tests compare
+ * MP_STAT_CALLS with the workload's own count).
+ */
+static __always_inline void stat_add(__u32 idx, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+
+	if (v)
+		__sync_fetch_and_add(v, n);
+}
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	stat_add(idx, 1);
+}
+
+/*
  * Alloc and free records leave the last MP_RINGBUF_RESERVE bytes of the ring to fork/exec/exit
  * records, so that a flood of samples the daemon cannot keep up with does not also cost it the
  * news that a process exited.
  */
 #define MP_RINGBUF_RESERVE	(256 << 10)
 
+/* Room for a data record of @size bytes, or NULL: the record is lost, and counted. */
 static __always_inline void *data_reserve(__u64 size)
 {
-	if (bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) + size > MP_RINGBUF_SIZE - MP_RINGBUF_RESERVE)
-		return NULL;
-	return bpf_ringbuf_reserve(&rb, size, 0);
+	void *e = NULL;
+
+	if (bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA) + size <=
+	    MP_RINGBUF_SIZE - MP_RINGBUF_RESERVE)
+		e = bpf_ringbuf_reserve(&rb, size, 0);
+	if (!e)
+		stat_inc(MP_STAT_RINGBUF_DROPS);
+	return e;
 }
 
 /*
@@ -266,31 +291,13 @@ static __always_inline void *data_reserve(__u64 size)
 static __always_inline __u64 data_wake_flags(__u64 size)
 {
 	__u64 avail = bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA);
-	__u64 len = (size + 8 + 7) & ~7ull;	/* the record as the ring holds it: header, padding */
+	/* the record as the ring holds it: header, padding */
+	__u64 len = (size + 8 + 7) & ~7ull;
 
 	if (avail < len)	/* cannot be: see above */
 		return BPF_RB_FORCE_WAKEUP;
 	return (avail >> MP_DATA_WAKE_SHIFT) != ((avail - len) >> MP_DATA_WAKE_SHIFT) ?
 		       BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-}
-
-/*
- * Per-CPU counters, added to atomically: uprobe programs run with migration disabled but not
- * preemption, so another thread of the process can run the same program on this CPU between
- * a plain load and store, and an update would be lost (the counts are exact: tests compare
- * MP_STAT_CALLS with the workload's own count).
- */
-static __always_inline void stat_add(__u32 idx, __u64 n)
-{
-	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
-
-	if (v)
-		__sync_fetch_and_add(v, n);
-}
-
-static __always_inline void stat_inc(__u32 idx)
-{
-	stat_add(idx, 1);
 }
 
 static __always_inline struct tstate *tstate_get(bool create)

@@ -44,10 +44,8 @@ static __noinline int pl_emit_frees_##CAP(__u64 pid_tgid, __u32 profile, __u64 u
 	__u64 size = offsetof(struct mp_free_batch_event, ids) + 8 * (CAP);                    \
 	struct mp_free_batch_event *e = data_reserve(size);                                    \
                                                                                                \
-	if (!e) {                                                                              \
-		stat_inc(MP_STAT_RINGBUF_DROPS);                                               \
+	if (!e)                                                                                \
 		return 0;                                                                      \
-	}                                                                                      \
 	asm volatile("" : "+r"(count));	/* keep the clamp: the verifier needs it */  \
 	if (count > (CAP))                                                                     \
 		count = (CAP);                                                                 \
@@ -92,10 +90,8 @@ static __noinline int pl_emit_walked_##CAP(struct pl_alloc *a, __u64 nfr)       
 	__u64 size = MP_PL_HEAD_SIZE + 8 * (CAP);                                              \
 	struct mp_alloc_event *e = data_reserve(size);                                         \
                                                                                                \
-	if (!e) {                                                                              \
-		stat_inc(MP_STAT_RINGBUF_DROPS);                                               \
+	if (!e)                                                                                \
 		return 0;                                                                      \
-	}                                                                                      \
 	asm volatile("" : "+r"(nfr));	/* keep the clamp: the verifier needs it */      \
 	if (nfr > (CAP))                                                                       \
 		nfr = (CAP);                                                                   \
@@ -152,10 +148,8 @@ static __noinline int pl_emit_unwalked(void *ctx, struct pl_alloc *a)
 	__u32 skip, nfr;
 	long n;
 
-	if (!e) {
-		stat_inc(MP_STAT_RINGBUF_DROPS);
+	if (!e)
 		return 0;
-	}
 	hdr_fill(&e->h, MP_EV_ALLOC, a->pid_tgid, a->profile);
 	e->addr = r->id;
 	e->size = r->size;
@@ -188,6 +182,23 @@ static __noinline int pl_emit_unwalked(void *ctx, struct pl_alloc *a)
 }
 
 /*
+ * The calling process' configuration, or NULL when it is not profiled (a foreign call,
+ * counted); *@pt: its preload target entry, NULL when the loader keeps none.
+ */
+static __always_inline struct mp_proc_cfg *pl_target(__u64 pid_tgid, struct mp_preload_target **pt)
+{
+	__u32 tgid = pid_tgid >> 32;
+	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (!cfg) {
+		stat_inc(MP_STAT_FOREIGN_CALLS);
+		return NULL;
+	}
+	*pt = bpf_map_lookup_elem(&pltargets, &tgid);
+	return cfg;
+}
+
+/*
  * The probes' arguments are read from the registers the library pins them to on x86-64
  * (<memprof/preload.h>; tests/unit/preload-usdt-notes.sh checks the notes agree), not
  * through bpf_usdt_arg(): a spec lookup and a register read for each, ~50 ns.
@@ -197,17 +208,11 @@ int mp_usdt_alloc(struct pt_regs *ctx)
 {
 	__u64 rec = PT_REGS_PARM1(ctx);
 	__u64 pid_tgid = mp_current_ids();
-	__u32 tgid = pid_tgid >> 32;
-	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
 	struct mp_preload_target *pt;
+	struct mp_proc_cfg *cfg = pl_target(pid_tgid, &pt);
 	struct pl_alloc a;
 
-	if (!cfg) {
-		stat_inc(MP_STAT_FOREIGN_CALLS);
-		return 0;
-	}
-	pt = bpf_map_lookup_elem(&pltargets, &tgid);
-	if (!pt || bpf_probe_read_user(&a.r, sizeof(a.r), (void *)rec))
+	if (!cfg || !pt || bpf_probe_read_user(&a.r, sizeof(a.r), (void *)rec))
 		return 0;
 	/* The frees that rode along happened before this alloc, whatever becomes of it. */
 	pl_frees(pid_tgid, cfg->profile, rec + MP_PL_REC_FREE_IDS, a.r.nfree);
@@ -232,14 +237,10 @@ int mp_usdt_alloc(struct pt_regs *ctx)
 static __always_inline int pl_free_common(__u64 uids, __u32 count)
 {
 	__u64 pid_tgid = mp_current_ids();
-	__u32 tgid = pid_tgid >> 32;
-	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
+	struct mp_preload_target *pt;
+	struct mp_proc_cfg *cfg = pl_target(pid_tgid, &pt);
 
-	if (!cfg) {
-		stat_inc(MP_STAT_FOREIGN_CALLS);
-		return 0;
-	}
-	if (bpf_map_lookup_elem(&pltargets, &tgid))
+	if (cfg && pt)
 		pl_frees(pid_tgid, cfg->profile, uids, count);
 	return 0;
 }
@@ -250,22 +251,16 @@ int mp_usdt_free(struct pt_regs *ctx)
 {
 	__u64 id = PT_REGS_PARM1(ctx);
 	__u64 pid_tgid = mp_current_ids();
-	__u32 tgid = pid_tgid >> 32;
-	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
-	struct mp_free_batch_event *e;
 	__u64 size = offsetof(struct mp_free_batch_event, ids) + 8 * 4;
+	struct mp_preload_target *pt;
+	struct mp_proc_cfg *cfg = pl_target(pid_tgid, &pt);
+	struct mp_free_batch_event *e;
 
-	if (!cfg) {
-		stat_inc(MP_STAT_FOREIGN_CALLS);
-		return 0;
-	}
-	if (!id || !bpf_map_lookup_elem(&pltargets, &tgid))
+	if (!cfg || !pt || !id)
 		return 0;
 	e = data_reserve(size);
-	if (!e) {
-		stat_inc(MP_STAT_RINGBUF_DROPS);
+	if (!e)
 		return 0;
-	}
 	hdr_fill(&e->h, MP_EV_FREE_BATCH, pid_tgid, cfg->profile);
 	e->kind = MP_KIND_FREE | MP_KIND_F_PRELOAD;
 	e->count = 1;
@@ -306,10 +301,8 @@ static __noinline int pl_emit_queue_##CAP(struct pl_queue *a)                   
 	__u64 size = sizeof(struct mp_preload_batch_event) + (CAP), n = a->size;               \
 	struct mp_preload_batch_event *e = data_reserve(size);                                 \
                                                                                                \
-	if (!e) {                                                                              \
-		stat_inc(MP_STAT_RINGBUF_DROPS);                                               \
+	if (!e)                                                                                \
 		return 0;                                                                      \
-	}                                                                                      \
 	asm volatile("" : "+r"(n));	/* keep the clamp: the verifier needs it */           \
 	if (n > (CAP))                                                                         \
 		n = (CAP);                                                                     \
@@ -339,18 +332,12 @@ int mp_usdt_flush(struct pt_regs *ctx)
 {
 	__u64 q = PT_REGS_PARM1(ctx);
 	__u64 pid_tgid = mp_current_ids();
-	__u32 tgid = pid_tgid >> 32;
-	struct mp_proc_cfg *cfg = bpf_map_lookup_elem(&procs, &tgid);
 	struct mp_preload_queue_head qh;
 	struct mp_preload_target *pt;
+	struct mp_proc_cfg *cfg = pl_target(pid_tgid, &pt);
 	struct pl_queue a;
 
-	if (!cfg) {
-		stat_inc(MP_STAT_FOREIGN_CALLS);
-		return 0;
-	}
-	pt = bpf_map_lookup_elem(&pltargets, &tgid);
-	if (!pt || bpf_probe_read_user(&qh, sizeof(qh), (void *)q))
+	if (!cfg || !pt || bpf_probe_read_user(&qh, sizeof(qh), (void *)q))
 		return 0;
 	if (qh.nfree > MP_FREE_BATCH_MAX || qh.nalloc > MP_PL_QUEUE_MAX ||
 	    qh.bytes > MP_PL_QUEUE_SIZE - MP_PL_QUEUE_ALLOCS || (!qh.nfree && !qh.nalloc)) {
