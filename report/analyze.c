@@ -43,69 +43,6 @@ static double quantile_s(const uint64_t *v, size_t n, double q)
 	return (double)v[i] / 1e6;
 }
 
-static int cmp_bytes(const void *a, const void *b, void *ctx)
-{
-	const struct rp_model *sm = ctx;
-	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
-	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
-	double vx = sm->opts.live ? x->live_bytes.est : x->bytes.est;
-	double vy = sm->opts.live ? y->live_bytes.est : y->bytes.est;
-
-	if (vx != vy)
-		return vx > vy ? -1 : 1;
-	return strcmp(x->key, y->key);
-}
-
-static int cmp_blocks(const void *a, const void *b, void *ctx)
-{
-	const struct rp_model *sm = ctx;
-	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
-	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
-	double vx = sm->opts.live ? x->live_blocks.est : x->blocks.est;
-	double vy = sm->opts.live ? y->live_blocks.est : y->blocks.est;
-
-	if (vx != vy)
-		return vx > vy ? -1 : 1;
-	return strcmp(x->key, y->key);
-}
-
-static int cmp_suspects(const void *a, const void *b, void *ctx)
-{
-	const struct rp_model *sm = ctx;
-	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
-	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
-
-	if (x->old_live_bytes.est != y->old_live_bytes.est)
-		return x->old_live_bytes.est > y->old_live_bytes.est ? -1 : 1;
-	return strcmp(x->key, y->key);
-}
-
-static int cmp_est_desc(const struct rp_est *x, const struct rp_est *y, const char *kx,
-			const char *ky)
-{
-	if (x->est != y->est)
-		return x->est > y->est ? -1 : 1;
-	return strcmp(kx, ky);
-}
-
-static int cmp_temp(const void *a, const void *b, void *ctx)
-{
-	const struct rp_model *sm = ctx;
-	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
-	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
-
-	return cmp_est_desc(&x->temp_blocks, &y->temp_blocks, x->key, y->key);
-}
-
-static int cmp_peak(const void *a, const void *b, void *ctx)
-{
-	const struct rp_model *sm = ctx;
-	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
-	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
-
-	return cmp_est_desc(&x->peak_live_bytes, &y->peak_live_bytes, x->key, y->key);
-}
-
 unsigned int rp_size_class(double bytes)
 {
 	unsigned int k = 0;
@@ -121,39 +58,64 @@ double rp_size_class_max(unsigned int k)
 }
 
 /* By the size of the change, growth first between equal sizes, then by name. */
-static int cmp_change(double dx, double dy, const char *kx, const char *ky)
+/*
+ * The orders of the site views: descending by one of a site's estimates, or by its change
+ * against the base (the larger change first, growth before shrinkage), ties by name so that
+ * the outputs do not depend on the sort. Estimates are named by their offset in struct
+ * rp_site.
+ */
+#define SITE_EST(field)	offsetof(struct rp_site, field)
+#define SITE_NO_BASE	SIZE_MAX
+
+struct site_order {
+	const struct rp_model *m;
+	size_t est, base;	/* base: SITE_NO_BASE, or the estimate the change is from */
+};
+
+static double site_est(const struct rp_site *s, size_t off)
 {
-	if (fabs(dx) != fabs(dy))
-		return fabs(dx) > fabs(dy) ? -1 : 1;
+	return ((const struct rp_est *)((const char *)s + off))->est;
+}
+
+static int cmp_sites(const void *a, const void *b, void *ctx)
+{
+	const struct site_order *o = ctx;
+	const struct rp_site *x = &o->m->sites[*(const uint32_t *)a];
+	const struct rp_site *y = &o->m->sites[*(const uint32_t *)b];
+	double dx = site_est(x, o->est), dy = site_est(y, o->est);
+
+	if (o->base != SITE_NO_BASE) {
+		dx -= site_est(x, o->base);
+		dy -= site_est(y, o->base);
+		if (fabs(dx) != fabs(dy))
+			return fabs(dx) > fabs(dy) ? -1 : 1;
+	}
 	if (dx != dy)
 		return dx > dy ? -1 : 1;
-	return strcmp(kx, ky);
+	return strcmp(x->key, y->key);
 }
 
-static int cmp_change_bytes(const void *a, const void *b, void *ctx)
+/* Sort the @n site indices at @idx by the estimate at @est (its change from @base). */
+static void sort_sites(const struct rp_model *m, uint32_t *idx, size_t n, size_t est,
+		       size_t base)
 {
-	const struct rp_model *sm = ctx;
-	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
-	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
+	struct site_order o = { m, est, base };
 
-	return cmp_change(x->bytes.est - x->base_bytes.est, y->bytes.est - y->base_bytes.est,
-			  x->key, y->key);
-}
-
-static int cmp_change_live(const void *a, const void *b, void *ctx)
-{
-	const struct rp_model *sm = ctx;
-	const struct rp_site *x = &sm->sites[*(const uint32_t *)a];
-	const struct rp_site *y = &sm->sites[*(const uint32_t *)b];
-
-	return cmp_change(x->live_bytes.est - x->base_live_bytes.est,
-			  y->live_bytes.est - y->base_live_bytes.est, x->key, y->key);
+	qsort_r(idx, n, sizeof(uint32_t), cmp_sites, &o);
 }
 
 static void est_add(struct rp_est *e, double est, double var)
 {
 	e->est += est;
 	e->var += var;
+}
+
+/* Add a sampled block's estimates: bytes @eb (variance @vb) and blocks @ec (variance @vc). */
+static void est_add_block(struct rp_est *bytes, struct rp_est *blocks, double eb, double vb,
+			  double ec, double vc)
+{
+	est_add(bytes, eb, vb);
+	est_add(blocks, ec, vc);
 }
 
 /* A time on the report's axis (µs from t0_us) as µs from @t's start, clamped at 0. */
@@ -554,38 +516,32 @@ int rp_model__analyze(struct rp_model *m)
 		live = b->t_free == RP_NO_FREE || b->t_free > t->win_end;
 		sv = &m->stack_vals[vi];
 		if (t->base) {
-			est_add(&s->base_bytes, eb, vb);
-			est_add(&s->base_blocks, ec, vc);
-			est_add(&m->base_total_bytes, eb, vb);
-			est_add(&m->base_total_blocks, ec, vc);
+			est_add_block(&s->base_bytes, &s->base_blocks, eb, vb, ec, vc);
+			est_add_block(&m->base_total_bytes, &m->base_total_blocks, eb, vb, ec, vc);
 			sv->base_bytes += eb;
 			sv->base_blocks += ec;
 			sv->base_bytes_var += vb;
 			if (live) {
-				est_add(&s->base_live_bytes, eb, vb);
-				est_add(&s->base_live_blocks, ec, vc);
-				est_add(&m->base_total_live_bytes, eb, vb);
-				est_add(&m->base_total_live_blocks, ec, vc);
+				est_add_block(&s->base_live_bytes, &s->base_live_blocks,
+					      eb, vb, ec, vc);
+				est_add_block(&m->base_total_live_bytes, &m->base_total_live_blocks,
+					      eb, vb, ec, vc);
 				sv->base_live_bytes += eb;
 				sv->base_live_blocks += ec;
 				sv->base_live_bytes_var += vb;
 			}
 			continue;
 		}
-		est_add(&s->bytes, eb, vb);
-		est_add(&s->blocks, ec, vc);
+		est_add_block(&s->bytes, &s->blocks, eb, vb, ec, vc);
 		cls = rp_size_class((double)b->length * wb);
 		est_add(&s->size_blocks[cls], ec, vc);
 		est_add(&m->size_blocks[cls], ec, vc);
 		est_add(&m->size_bytes[cls], eb, vb);
 		if (!live && b->t_free - b->t_alloc <= m->opts.temp_us) {
-			est_add(&s->temp_bytes, eb, vb);
-			est_add(&s->temp_blocks, ec, vc);
-			est_add(&m->total_temp_bytes, eb, vb);
-			est_add(&m->total_temp_blocks, ec, vc);
+			est_add_block(&s->temp_bytes, &s->temp_blocks, eb, vb, ec, vc);
+			est_add_block(&m->total_temp_bytes, &m->total_temp_blocks, eb, vb, ec, vc);
 		}
-		est_add(&m->total_bytes, eb, vb);
-		est_add(&m->total_blocks, ec, vc);
+		est_add_block(&m->total_bytes, &m->total_blocks, eb, vb, ec, vc);
 		est_add(&m->total_words, ew, vw);
 		s->sampled++;
 		s->samples += b->nsamples;
@@ -595,10 +551,8 @@ int rp_model__analyze(struct rp_model *m)
 		sv->blocks += ec;
 		sv->bytes_var += vb;
 		if (live) {
-			est_add(&s->live_bytes, eb, vb);
-			est_add(&s->live_blocks, ec, vc);
-			est_add(&m->total_live_bytes, eb, vb);
-			est_add(&m->total_live_blocks, ec, vc);
+			est_add_block(&s->live_bytes, &s->live_blocks, eb, vb, ec, vc);
+			est_add_block(&m->total_live_bytes, &m->total_live_blocks, eb, vb, ec, vc);
 			est_add(&m->total_live_words, ew, vw);
 			sv->live_bytes += eb;
 			sv->live_blocks += ec;
@@ -608,8 +562,8 @@ int rp_model__analyze(struct rp_model *m)
 			if (push_u64(&s->ages, &s->nages, &s->cap_ages, t->win_end - b->t_alloc))
 				goto out;
 			if (b->t_alloc < t->young_after) {
-				est_add(&s->old_live_bytes, eb, vb);
-				est_add(&s->old_live_blocks, ec, vc);
+				est_add_block(&s->old_live_bytes, &s->old_live_blocks,
+					      eb, vb, ec, vc);
 				s->sampled_old_live++;
 			}
 		} else {
@@ -648,17 +602,20 @@ int rp_model__analyze(struct rp_model *m)
 		s->age_median_s = quantile_s(s->ages, s->nages, 0.5);
 		s->age_max_s = quantile_s(s->ages, s->nages, 1.0);
 	}
-	qsort_r(m->by_bytes, m->nsites, sizeof(uint32_t), cmp_bytes, m);
-	qsort_r(m->by_blocks, m->nsites, sizeof(uint32_t), cmp_blocks, m);
-	qsort_r(m->suspects, m->nsuspects, sizeof(uint32_t), cmp_suspects, m);
-	qsort_r(m->by_change_bytes, m->nsites, sizeof(uint32_t), cmp_change_bytes, m);
-	qsort_r(m->by_change_live, m->nsites, sizeof(uint32_t), cmp_change_live, m);
-	qsort_r(m->by_temp, m->nsites, sizeof(uint32_t), cmp_temp, m);
+	sort_sites(m, m->by_bytes, m->nsites,
+		   m->opts.live ? SITE_EST(live_bytes) : SITE_EST(bytes), SITE_NO_BASE);
+	sort_sites(m, m->by_blocks, m->nsites,
+		   m->opts.live ? SITE_EST(live_blocks) : SITE_EST(blocks), SITE_NO_BASE);
+	sort_sites(m, m->suspects, m->nsuspects, SITE_EST(old_live_bytes), SITE_NO_BASE);
+	sort_sites(m, m->by_change_bytes, m->nsites, SITE_EST(bytes), SITE_EST(base_bytes));
+	sort_sites(m, m->by_change_live, m->nsites, SITE_EST(live_bytes),
+		   SITE_EST(base_live_bytes));
+	sort_sites(m, m->by_temp, m->nsites, SITE_EST(temp_blocks), SITE_NO_BASE);
 	err = build_timeline(m);
 	if (!err)
 		err = build_peak(m, stack_site);
 	if (!err)
-		qsort_r(m->by_peak, m->nsites, sizeof(uint32_t), cmp_peak, m);
+		sort_sites(m, m->by_peak, m->nsites, SITE_EST(peak_live_bytes), SITE_NO_BASE);
 out:
 	free(stack_site);
 	return err;
