@@ -20,6 +20,9 @@
 #include "pl_next.h"
 #include "pl_state.h"
 
+/* Pending frees ride along with an immediate alloc report once there are this many. */
+#define PL_RIDE_MIN	8
+
 PL_HIDDEN __thread struct pl_thread pl_tls __attribute__((tls_model("initial-exec")));
 
 /* The library's own image: return addresses in it are dropped from the top of a walk. */

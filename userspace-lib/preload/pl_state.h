@@ -32,8 +32,6 @@
 
 /* The countdown while the thread is inside the slow path: nested calls never expire it. */
 #define PL_PARKED	(PL_GEOM_MAX * 2)
-/* Pending frees ride along with an immediate alloc report once there are this many. */
-#define PL_RIDE_MIN	8
 
 enum pl_thread_state {
 	PL_T_NEW = 0,		/* zeroed TLS: first allocation takes the slow path */
