@@ -5,31 +5,21 @@
 ALLOC_WL_DIR	:= $(B)/tests/workloads
 ALLOC_WL_CFLAGS	:= -std=gnu11 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -D_GNU_SOURCE $(WARN)
 
-$(ALLOC_WL_DIR)/wl_jemalloc: tests/workloads/wl_allocators.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -DWL_JEMALLOC -o $@ $< -ljemalloc
+# Each allocator's build of the one source: the define naming it, then what it links.
+ALLOC_WL_jemalloc		:= -DWL_JEMALLOC -ljemalloc
+ALLOC_WL_jemalloc_static	:= -DWL_JEMALLOC -Wl,-Bstatic -ljemalloc_pic -Wl,-Bdynamic \
+				   -pthread -ldl -lm
+ALLOC_WL_tcmalloc		:= -DWL_TCMALLOC -ltcmalloc
+ALLOC_WL_tcmalloc_minimal	:= -DWL_TCMALLOC -ltcmalloc_minimal
+ALLOC_WL_mimalloc		:= -DWL_MIMALLOC -lmimalloc
+ALLOC_WL_BINS	:= $(addprefix $(ALLOC_WL_DIR)/wl_,jemalloc jemalloc_static tcmalloc \
+		   tcmalloc_minimal mimalloc)
 
-$(ALLOC_WL_DIR)/wl_jemalloc_static: tests/workloads/wl_allocators.c tests/workloads/wl_truth.h
+$(ALLOC_WL_BINS): $(ALLOC_WL_DIR)/wl_%: tests/workloads/wl_allocators.c tests/workloads/wl_truth.h
 	$(call msg,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -DWL_JEMALLOC -o $@ $< \
-		-Wl,-Bstatic -ljemalloc_pic -Wl,-Bdynamic -pthread -ldl -lm
-
-$(ALLOC_WL_DIR)/wl_tcmalloc: tests/workloads/wl_allocators.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -DWL_TCMALLOC -o $@ $< -ltcmalloc
-
-$(ALLOC_WL_DIR)/wl_tcmalloc_minimal: tests/workloads/wl_allocators.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -DWL_TCMALLOC -o $@ $< -ltcmalloc_minimal
-
-$(ALLOC_WL_DIR)/wl_mimalloc: tests/workloads/wl_allocators.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -DWL_MIMALLOC -o $@ $< -lmimalloc
+	$(Q)$(CC) $(ALLOC_WL_CFLAGS) $(filter -D%,$(ALLOC_WL_$*)) -o $@ $< \
+		$(filter-out -D%,$(ALLOC_WL_$*))
 
 $(ALLOC_WL_DIR)/libwl_dlalloc.so: tests/workloads/wl_dlalloc.c tests/workloads/wl_truth.h
 	$(call msg,CC,$@)
@@ -41,7 +31,4 @@ $(ALLOC_WL_DIR)/wl_dlopen: tests/workloads/wl_dlopen.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -o $@ $< -ldl
 
-BPF_TESTS	+= $(ALLOC_WL_DIR)/wl_jemalloc $(ALLOC_WL_DIR)/wl_jemalloc_static \
-		   $(ALLOC_WL_DIR)/wl_tcmalloc $(ALLOC_WL_DIR)/wl_tcmalloc_minimal \
-		   $(ALLOC_WL_DIR)/wl_mimalloc $(ALLOC_WL_DIR)/libwl_dlalloc.so \
-		   $(ALLOC_WL_DIR)/wl_dlopen
+BPF_TESTS	+= $(ALLOC_WL_BINS) $(ALLOC_WL_DIR)/libwl_dlalloc.so $(ALLOC_WL_DIR)/wl_dlopen

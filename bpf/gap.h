@@ -30,28 +30,13 @@ MP_GAP_INLINE __u32 mp_gap_ilog2(__u64 x)
 {
 	__u32 n = 0;
 
-	if (x >> 32) {
-		n += 32;
-		x >>= 32;
+	/* halve the range that holds the highest set bit: 32, 16, 8, 4, 2, 1 bits */
+	for (__u32 s = 32; s; s >>= 1) {
+		if (x >> s) {
+			n += s;
+			x >>= s;
+		}
 	}
-	if (x >> 16) {
-		n += 16;
-		x >>= 16;
-	}
-	if (x >> 8) {
-		n += 8;
-		x >>= 8;
-	}
-	if (x >> 4) {
-		n += 4;
-		x >>= 4;
-	}
-	if (x >> 2) {
-		n += 2;
-		x >>= 2;
-	}
-	if (x >> 1)
-		n += 1;
 	return n;
 }
 

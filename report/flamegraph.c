@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "report/intern.h"
+#include "report/model_int.h"
 #include "report/report.h"
 
 #define FG_WIDTH	1200.0
@@ -62,15 +63,8 @@ static int64_t fg_child(struct fg *g, uint32_t parent, uint32_t frame)
 		return idx;
 	if (g->n >= FG_MAX_NODES)
 		return -E2BIG;
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 1024;
-		struct fg_node *p = realloc(g->nodes, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		g->nodes = p;
-		g->cap = cap;
-	}
+	if (GROW(g->nodes, g->cap, g->n + 1))
+		return -ENOMEM;
 	nn = &g->nodes[g->n];
 	nn->frame = frame;
 	nn->parent = parent;
@@ -137,30 +131,20 @@ static int fg_canon(struct fg *g)
 
 static void xml_escape(FILE *f, const char *s)
 {
+	static const char *const entity[256] = {
+		['&'] = "&amp;", ['<'] = "&lt;", ['>'] = "&gt;", ['"'] = "&quot;",
+		['\''] = "&apos;",
+	};
+
 	for (; *s; s++) {
-		switch (*s) {
-		case '&':
-			fputs("&amp;", f);
-			break;
-		case '<':
-			fputs("&lt;", f);
-			break;
-		case '>':
-			fputs("&gt;", f);
-			break;
-		case '"':
-			fputs("&quot;", f);
-			break;
-		case '\'':
-			fputs("&apos;", f);
-			break;
-		default:
-			/* Control characters are not allowed in XML 1.0. */
-			if ((unsigned char)*s < 0x20 && *s != '\t')
-				fputc('?', f);
-			else
-				fputc(*s, f);
-		}
+		unsigned char c = (unsigned char)*s;
+
+		if (entity[c])
+			fputs(entity[c], f);
+		else if (c < 0x20 && c != '\t')
+			fputc('?', f);	/* control characters are not allowed in XML 1.0 */
+		else
+			fputc(c, f);
 	}
 }
 

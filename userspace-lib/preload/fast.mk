@@ -33,11 +33,3 @@ bench-fast: $(B)/bench/fast_bench $(PL_LIB) $(B)/bin/memprofctl
 	$(Q)BENCH_BUILD=$(abspath $(B)) PIN=1 THREADS=1 RATES=512KiB RUNS=21 bench/fast-bench.sh
 
 bench: bench-fast
-
-.PHONY: install-preload-man
-install-preload-man:
-	$(call msg,INSTALL,libmemprof-preload.8)
-	$(Q)$(INSTALL) -d $(DESTDIR)$(mandir)/man8
-	$(Q)$(INSTALL) -m 644 man/libmemprof-preload.8 $(DESTDIR)$(mandir)/man8/
-
-install: install-preload-man

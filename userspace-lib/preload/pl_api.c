@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * The in-process profiling API (<memprof/memprof.h>), after Gc.Memprof, on top of the
- * interposers' sampler. preload.c draws the samples (exact 1 + Binomial multiplicities) and
+ * interposers' sampler. pl_sample.c draws the samples (exact 1 + Binomial multiplicities) and
  * keeps the table of sampled addresses that frees are checked against; this file turns its
  * slow-path events into tracker callbacks:
  *
@@ -13,7 +13,7 @@
  *  - pl_api_alloc() runs the alloc callback on the allocating thread, with its countdown
  *    parked (nothing allocated by a callback is sampled or even counted), and stores the
  *    returned metadata in the profile's address table.
- *  - pl_api_free() (from preload.c's release of a sampled address) finds the metadata and runs
+ *  - pl_api_free() (from pl_sample.c's release of a sampled address) finds the metadata and runs
  *    dealloc on the releasing thread; inside a callback it queues it (per thread) until the
  *    outer callback returns.
  *
@@ -51,7 +51,7 @@ _Static_assert(PL_SAME_SOURCE(MALLOC) && PL_SAME_SOURCE(CALLOC) && PL_SAME_SOURC
 /* This object's text, to skip our own frames and to check that our malloc is the one. */
 extern char __ehdr_start[] __attribute__((visibility("hidden")));
 extern char __etext[] __attribute__((visibility("hidden")));
-/* The USDT semaphore of memprof:alloc (preload.c): nonzero while memprofd is attached. */
+/* The USDT semaphore of memprof:alloc (pl_report.c): nonzero while memprofd is attached. */
 extern unsigned short memprof_alloc_semaphore __attribute__((visibility("hidden")));
 
 enum {

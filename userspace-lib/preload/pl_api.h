@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * The narrow interface between the interposers (preload.c) and the in-process profiling API
- * (pl_api.c, <memprof/memprof.h>). preload.c calls in only on its slow paths: when a thread
- * re-reads its sampling parameters, when a block was sampled, and when a sampled block is
- * released. pl_api.c calls back to park the calling thread's countdown while a callback runs.
+ * The narrow interface between the interposers' sampler (pl_sample.c) and the in-process
+ * profiling API (pl_api.c, <memprof/memprof.h>). The sampler calls in only on slow paths:
+ * when a thread re-reads its sampling parameters, when a block was sampled, and when a sampled
+ * block is released. pl_api.c calls back to park the calling thread's countdown while a
+ * callback runs.
  */
 #ifndef MP_PL_API_H
 #define MP_PL_API_H

@@ -3,7 +3,8 @@
 # Included from userspace-lib/build.mk.
 
 PL_DIR		:= userspace-lib/preload
-PL_SRCS		:= $(PL_DIR)/preload.c $(PL_DIR)/pl_core.c $(PL_DIR)/pl_api.c $(PL_DIR)/pl_next.c
+PL_SRCS		:= $(addprefix $(PL_DIR)/,preload.c pl_cxx.c pl_sample.c pl_report.c pl_init.c \
+				     pl_core.c pl_api.c pl_next.c)
 PL_OBJDIR	:= $(B)/$(PL_DIR)/so
 PL_OBJS		:= $(PL_SRCS:$(PL_DIR)/%.c=$(PL_OBJDIR)/%.o)
 PL_LIB		:= $(B)/lib/libmemprof-preload.so
@@ -43,10 +44,11 @@ BINS += $(PL_LIB) $(dir $(PL_LIB))$(PL_SONAME)
 .PHONY: install-preload
 install-preload: $(PL_LIB)
 	$(call msg,INSTALL,libmemprof-preload)
-	$(Q)$(INSTALL) -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/memprof
+	$(Q)$(INSTALL) -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/memprof $(DESTDIR)$(mandir)/man8
 	$(Q)$(INSTALL) -m 755 $(PL_LIB) $(DESTDIR)$(libdir)/$(PL_SONAME)
 	$(Q)ln -sf $(PL_SONAME) $(DESTDIR)$(libdir)/libmemprof-preload.so
 	$(Q)$(INSTALL) -m 644 userspace-lib/include/memprof/preload.h $(DESTDIR)$(includedir)/memprof/
+	$(Q)$(INSTALL) -m 644 man/libmemprof-preload.8 $(DESTDIR)$(mandir)/man8/
 
 install: install-preload
 
@@ -135,16 +137,9 @@ $(PL_WL_DIR)/pl_kinds: tests/workloads/pl_kinds.cc userspace-lib/include/memprof
 	$(Q)$(CXX) $(filter-out -std=gnu11 -Wstrict-prototypes -Wmissing-prototypes,$(PL_WL_CFLAGS)) \
 		-std=gnu++17 -o $@ $<
 
-# USDT probe test: a tiny BPF program on memprof:alloc/free and its libbpf loader.
-ifneq ($(shell grep -s -l 'gen/vmlinux.h:' bpf/build.mk),)
+# USDT probe test: a tiny BPF program on memprof:alloc/free and its libbpf loader, built
+# against bpf/'s vmlinux.h.
 PL_VMLINUX	:= $(B)/gen/vmlinux.h
-else
-PL_VMLINUX	:= $(B)/gen/preload/vmlinux.h
-$(B)/gen/preload/vmlinux.h:
-	$(call msg,GEN,$@)
-	@mkdir -p $(@D)
-	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
-endif
 
 $(B)/gen/preload/usdt_check.bpf.o: tests/bpf/usdt_check.bpf.c tests/bpf/usdt_check.h $(PL_VMLINUX)
 	$(call msg,BPF,$@)
