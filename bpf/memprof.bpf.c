@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1-or-later OR BSD-2-Clause)
 /*
  * memprofd's kernel side: allocator uprobes (entry) and uretprobes (return) attached pid-filtered
- * by daemon/probe/bpf_loader.c, plus fork/exec/exit tracepoints. The ABI is bpf/memprof.h.
+ * by the loader (daemon/probe/), plus fork/exec/exit tracepoints. The ABI is bpf/memprof.h.
  *
  * Per thread (task storage) we keep the countdown c of docs/sampling.md and the state of the
  * outermost allocator call in progress. An entry probe decides whether the block holds a sample
@@ -1276,7 +1276,7 @@ int BPF_PROG(mp_test_reject, struct task_struct *p, bool group_dead, long a2, lo
  * bpf_get_stack() (a fault-tolerant copy per frame, ~700 ns) and the frame-skip loop.
  */
 /* Attached by the loader as plain uprobes at the notes' sites, with their semaphores
- * (daemon/probe/bpf_loader.c, pl_attach_probe()): no libbpf USDT spec is involved. */
+ * (daemon/probe/preload_attach.c, pl_attach_probe()): no libbpf USDT spec is involved. */
 
 #define MP_PL_MAX_SKIP		16	/* library frames dropped from the top of a stack */
 #define MP_PL_HEAD_SIZE		offsetof(struct mp_alloc_event, stack)

@@ -6,7 +6,7 @@
  *
  * Where probes go (emulated instructions, never single-stepped ones when avoidable), uprobe
  * sessions versus entry + return probes, and the probe cost calibration behind the overhead
- * budget: see the comment at the top of daemon/probe/bpf_loader.c.
+ * budget: see the comment at the top of daemon/probe/loader_internal.h.
  *
  * Owner: the BPF/probes component. The engine (daemon/engine/engine.c) is its only user.
  */

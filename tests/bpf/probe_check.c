@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * probe_check: drives daemon/probe/bpf_loader.c against the workloads of tests/workloads/probe_wl*
+ * probe_check: drives the loader (daemon/probe/) against the workloads of tests/workloads/probe_wl*
  * with real uprobes and checks exactly which events arrive.
  *
  *   probe_check WLDIR SCENARIO
