@@ -38,39 +38,42 @@ void logf_(struct mp_bpf *b, int level, const char *fmt, ...)
 	b->log(b->log_ctx, level, buf);
 }
 
-static int read_int_file(const char *path, int *out)
+/* A small file (sysfs) into @buf, NUL-terminated: 0 or -errno. */
+static int read_small_file(const char *path, char *buf, size_t len)
 {
-	char buf[64];
 	ssize_t n;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
 		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, len - 1);
 	close(fd);
 	if (n <= 0)
 		return -EINVAL;
 	buf[n] = 0;
-	*out = atoi(buf);
 	return 0;
+}
+
+static int read_int_file(const char *path, int *out)
+{
+	char buf[64];
+	int err = read_small_file(path, buf, sizeof(buf));
+
+	if (!err)
+		*out = atoi(buf);
+	return err;
 }
 
 /* The first config bit of the uprobe PMU's format field @field ("config:N" or "config:N-M"). */
 static int uprobe_format_bit(const char *field, int *bit)
 {
 	char path[128], buf[64];
-	ssize_t n;
-	int fd;
+	int err;
 
 	snprintf(path, sizeof(path), "/sys/bus/event_source/devices/uprobe/format/%s", field);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EINVAL;
-	buf[n] = 0;
+	err = read_small_file(path, buf, sizeof(buf));
+	if (err)
+		return err;
 	return sscanf(buf, "config:%d", bit) == 1 ? 0 : -EINVAL;
 }
 
