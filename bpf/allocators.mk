@@ -5,31 +5,24 @@
 ALLOC_WL_DIR	:= $(B)/tests/workloads
 ALLOC_WL_CFLAGS	:= -std=gnu11 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -D_GNU_SOURCE $(WARN)
 
-$(ALLOC_WL_DIR)/wl_jemalloc: tests/workloads/wl_allocators.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -DWL_JEMALLOC -o $@ $< -ljemalloc
+# Each allocator workload: its allocator (WL_*, wl_allocators.c) and how it is linked.
+ALLOC_WL_LINKED	:= wl_jemalloc wl_jemalloc_static wl_tcmalloc wl_tcmalloc_minimal wl_mimalloc
+ALLOC_WL_DEF_wl_jemalloc		:= -DWL_JEMALLOC
+ALLOC_WL_LIB_wl_jemalloc		:= -ljemalloc
+ALLOC_WL_DEF_wl_jemalloc_static		:= -DWL_JEMALLOC
+ALLOC_WL_LIB_wl_jemalloc_static		:= -Wl,-Bstatic -ljemalloc_pic -Wl,-Bdynamic -pthread -ldl -lm
+ALLOC_WL_DEF_wl_tcmalloc		:= -DWL_TCMALLOC
+ALLOC_WL_LIB_wl_tcmalloc		:= -ltcmalloc
+ALLOC_WL_DEF_wl_tcmalloc_minimal	:= -DWL_TCMALLOC
+ALLOC_WL_LIB_wl_tcmalloc_minimal	:= -ltcmalloc_minimal
+ALLOC_WL_DEF_wl_mimalloc		:= -DWL_MIMALLOC
+ALLOC_WL_LIB_wl_mimalloc		:= -lmimalloc
 
-$(ALLOC_WL_DIR)/wl_jemalloc_static: tests/workloads/wl_allocators.c tests/workloads/wl_truth.h
+$(addprefix $(ALLOC_WL_DIR)/,$(ALLOC_WL_LINKED)): $(ALLOC_WL_DIR)/%: tests/workloads/wl_allocators.c \
+						  tests/workloads/wl_truth.h
 	$(call msg,CC,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -DWL_JEMALLOC -o $@ $< \
-		-Wl,-Bstatic -ljemalloc_pic -Wl,-Bdynamic -pthread -ldl -lm
-
-$(ALLOC_WL_DIR)/wl_tcmalloc: tests/workloads/wl_allocators.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -DWL_TCMALLOC -o $@ $< -ltcmalloc
-
-$(ALLOC_WL_DIR)/wl_tcmalloc_minimal: tests/workloads/wl_allocators.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -DWL_TCMALLOC -o $@ $< -ltcmalloc_minimal
-
-$(ALLOC_WL_DIR)/wl_mimalloc: tests/workloads/wl_allocators.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -DWL_MIMALLOC -o $@ $< -lmimalloc
+	$(Q)$(CC) $(ALLOC_WL_CFLAGS) $(ALLOC_WL_DEF_$*) -o $@ $< $(ALLOC_WL_LIB_$*)
 
 $(ALLOC_WL_DIR)/libwl_dlalloc.so: tests/workloads/wl_dlalloc.c tests/workloads/wl_truth.h
 	$(call msg,CC,$@)
@@ -41,7 +34,5 @@ $(ALLOC_WL_DIR)/wl_dlopen: tests/workloads/wl_dlopen.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -o $@ $< -ldl
 
-BPF_TESTS	+= $(ALLOC_WL_DIR)/wl_jemalloc $(ALLOC_WL_DIR)/wl_jemalloc_static \
-		   $(ALLOC_WL_DIR)/wl_tcmalloc $(ALLOC_WL_DIR)/wl_tcmalloc_minimal \
-		   $(ALLOC_WL_DIR)/wl_mimalloc $(ALLOC_WL_DIR)/libwl_dlalloc.so \
-		   $(ALLOC_WL_DIR)/wl_dlopen
+BPF_TESTS	+= $(addprefix $(ALLOC_WL_DIR)/,$(ALLOC_WL_LINKED)) \
+		   $(ALLOC_WL_DIR)/libwl_dlalloc.so $(ALLOC_WL_DIR)/wl_dlopen
