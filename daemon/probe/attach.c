@@ -53,8 +53,8 @@ static int perf_uprobe_open(struct mp_bpf *b, pid_t pid, const char *path, uint6
 }
 
 int attach_perf(struct mp_bpf *b, pid_t pid, const char *path, uint64_t off,
-		       struct bpf_program *prog, bool retprobe, uint64_t cookie,
-		       uint64_t ref_ctr_off, struct plink *out)
+		struct bpf_program *prog, bool retprobe, uint64_t cookie,
+		uint64_t ref_ctr_off, struct plink *out)
 {
 	LIBBPF_OPTS(bpf_perf_event_opts, opts, .bpf_cookie = cookie);
 	int fd = perf_uprobe_open(b, pid, path, off, retprobe, ref_ctr_off);
@@ -76,8 +76,8 @@ int attach_perf(struct mp_bpf *b, pid_t pid, const char *path, uint64_t off,
 
 /* @refs: the USDT semaphore of each offset (file offsets), or NULL: none. */
 int attach_multi(pid_t pid, const char *path, struct bpf_program *prog, bool retprobe,
-			const uint64_t *offs, const uint64_t *cookies, const uint64_t *refs,
-			uint32_t cnt, struct plink *out)
+		 const uint64_t *offs, const uint64_t *cookies, const uint64_t *refs,
+		 uint32_t cnt, struct plink *out)
 {
 	/* MP_BPF_TRACE_UPROBE_MULTI, or MP_BPF_TRACE_UPROBE_SESSION for mp_session */
 	int fd = mp_uprobe_multi_link(bpf_program__fd(prog),

@@ -84,6 +84,7 @@
 #define MP_DEFAULT_RETURN_COST_NS	700
 #define MP_CALIB_CALLS			400	/* calls per timed batch */
 #define MP_CALIB_BATCHES		7
+
 #define N_PROBES		149	/* entries of probe_table[] (discover.c) */
 
 struct probe_def {
@@ -98,7 +99,6 @@ struct probe_def {
 /* The allocator entry points probed (discover.c). */
 extern const struct probe_def probe_table[N_PROBES];
 
-
 /* One allocator symbol resolved in an object. */
 struct resolved {
 	unsigned int probe;	/* index in probe_table */
@@ -106,7 +106,7 @@ struct resolved {
 	uint64_t placed;	/* bytes after the symbol where placement put the probe */
 	uint64_t seg_before;	/* bytes of its PT_LOAD segment before / after the probe point */
 	uint64_t seg_after;
-	uint64_t cookie;	/* MP_COOKIE(), with the C library's bits (cookie_libc()) */
+	uint64_t cookie;	/* MP_COOKIE(), with the C library's bits (cookies_set()) */
 };
 
 /* An object's allocator symbols, cached by identity. */
@@ -216,11 +216,11 @@ struct obj *obj_get(struct mp_bpf *b, const char *path, const struct stat *st, i
 /* attach.c */
 struct target *target_find(struct mp_bpf *b, pid_t pid);
 int attach_perf(struct mp_bpf *b, pid_t pid, const char *path, uint64_t off,
-		       struct bpf_program *prog, bool retprobe, uint64_t cookie,
-		       uint64_t ref_ctr_off, struct plink *out);
+		struct bpf_program *prog, bool retprobe, uint64_t cookie,
+		uint64_t ref_ctr_off, struct plink *out);
 int attach_multi(pid_t pid, const char *path, struct bpf_program *prog, bool retprobe,
-			const uint64_t *offs, const uint64_t *cookies, const uint64_t *refs,
-			uint32_t cnt, struct plink *out);
+		 const uint64_t *offs, const uint64_t *cookies, const uint64_t *refs,
+		 uint32_t cnt, struct plink *out);
 int target_add_link(struct target *t, const struct plink *l);
 
 /* reaper.c */
@@ -240,7 +240,7 @@ void calibrate(struct mp_bpf *b, const char *path, uint64_t off);
 struct pl_found;
 int pltargets_fd(struct mp_bpf *b);
 int pl_sync(struct mp_bpf *b, struct target *t, const struct mp_proc_cfg *cfg,
-		   const struct pl_found *pf);
+	    const struct pl_found *pf);
 int pl_attach(struct mp_bpf *b, struct target *t);
 
 #endif

@@ -207,7 +207,7 @@ int pltargets_fd(struct mp_bpf *b)
 
 /* Write the block from @t's "procs" entry and publish the generation to BPF. */
 int pl_sync(struct mp_bpf *b, struct target *t, const struct mp_proc_cfg *cfg,
-		   const struct pl_found *pf)
+	    const struct pl_found *pf)
 {
 	struct mp_preload_target pt = { 0 };
 	uint32_t key = (uint32_t)t->pid;
