@@ -91,16 +91,16 @@ include $(sort $(wildcard */build.mk))
 # library's shared helpers (userspace-lib/*.h, header-only) and the interface headers
 # (COMP_API_*) of the components they use (COMP_USES_*); `make check-includes` checks every
 # component's objects built so far. The edges:
-#   probe	the BPF loader (daemon/probe/)		uses nothing but the ABI
-#   stacks	backtraces and symbols (daemon/stacks/)	probe: target_open.h, a mapped file
-#							opened by inode
-#   engine	sampling engine (daemon/engine/)		probe, stacks, codec
-#   service	memprofd (daemon/service/)		engine, codec, client (bus_dict.h)
-#   codec	trace format (userspace-lib/codec/)	-
-#   client	memprofd's client (userspace-lib/client/)	-
-#   preload	libmemprof-preload (userspace-lib/preload/)	-
-#   report	memprofctl report (report/)		codec
-#   cli	memprofctl (cli/)			engine, report, codec
+#   component  folder                   uses (their interface headers, COMP_API_*)
+#   probe      daemon/probe/            -  (the BPF loader)
+#   stacks     daemon/stacks/           probe (target_open.h: a mapped file opened by inode)
+#   engine     daemon/engine/           probe, stacks, codec
+#   service    daemon/service/          engine, codec, client (memprofd)
+#   codec      userspace-lib/codec/     -  (the trace format)
+#   client     userspace-lib/client/    -  (memprofd's client library)
+#   preload    userspace-lib/preload/   -  (libmemprof-preload)
+#   report     report/                  codec
+#   cli        cli/                     engine, report, codec (memprofctl)
 COMPONENTS	:= probe stacks engine service codec client preload report cli
 
 COMP_OBJS_probe		= $(BPF_LOADER_OBJS)
