@@ -6,6 +6,8 @@
 #   make demo         install dependencies, build, profile a real program, print a report
 #   make bench        run the benchmark suite (bench/)
 #   make fuzz         build the libFuzzer targets
+#   make probe ...    one component's objects, their includes checked (see "Components" below:
+#                     probe stacks engine service codec client preload report cli)
 #   make install      install into $(DESTDIR)$(prefix)
 #   make deb          the Debian packages (debian/), built out of tree, into $(B)/deb/
 #   make clean
@@ -83,7 +85,72 @@ $(B)/%.o: %.cc
 
 include $(sort $(wildcard */build.mk))
 
-.PHONY: all check demo demo-run bench fuzz install clean deps unit-tests test-bins deb
+# Components. `make NAME` builds one component's objects and checks (scripts/check-includes,
+# on their dependency files) that they include only their own folder's headers, the public
+# ones (userspace-lib/include/memprof/, the BPF ABI bpf/*.h, the generated $(B)/gen/), the
+# library's shared helpers (userspace-lib/*.h, header-only) and the interface headers
+# (COMP_API_*) of the components they use (COMP_USES_*); `make check-includes` checks every
+# component's objects built so far. The edges:
+#   component  folder                   uses (their interface headers, COMP_API_*)
+#   probe      daemon/probe/            -  (the BPF loader)
+#   stacks     daemon/stacks/           probe (target_open.h: a mapped file opened by inode)
+#   engine     daemon/engine/           probe, stacks, codec
+#   service    daemon/service/          engine, codec, client (memprofd)
+#   codec      userspace-lib/codec/     -  (the trace format)
+#   client     userspace-lib/client/    -  (memprofd's client library)
+#   preload    userspace-lib/preload/   -  (libmemprof-preload)
+#   report     report/                  codec
+#   cli        cli/                     engine, report, codec (memprofctl)
+COMPONENTS	:= probe stacks engine service codec client preload report cli
+
+COMP_OBJS_probe		= $(BPF_LOADER_OBJS)
+COMP_OBJS_stacks	= $(filter $(B)/daemon/stacks/%,$(SYMBOLIZE_OBJS))
+COMP_OBJS_engine	= $(ENGINE_OWN_OBJS)
+COMP_OBJS_service	= $(SVC_OBJS)
+COMP_OBJS_codec		= $(filter $(B)/userspace-lib/codec/%,$(LIB_OBJS))
+COMP_OBJS_client	= $(filter $(B)/userspace-lib/client/%,$(LIB_OBJS))
+COMP_OBJS_preload	= $(PL_OBJS)
+COMP_OBJS_report	= $(REPORT_OBJS)
+COMP_OBJS_cli		= $(CTL_OBJS)
+
+COMP_DIR_probe		:= daemon/probe/
+COMP_DIR_stacks		:= daemon/stacks/
+COMP_DIR_engine		:= daemon/engine/
+COMP_DIR_service	:= daemon/service/
+COMP_DIR_codec		:= userspace-lib/codec/
+COMP_DIR_client		:= userspace-lib/client/
+COMP_DIR_preload	:= userspace-lib/preload/
+COMP_DIR_report		:= report/ $(B)/gen/report/
+COMP_DIR_cli		:= cli/
+
+COMP_API_probe		:= daemon/probe/bpf_loader.h daemon/probe/target_open.h
+COMP_API_stacks		:= daemon/stacks/symbolize.h daemon/stacks/unwind.h
+COMP_API_engine		:= daemon/engine/engine.h
+COMP_API_codec		:= userspace-lib/codec/outfile.h userspace-lib/codec/writer_async.h
+COMP_API_client		:= userspace-lib/client/bus_dict.h
+COMP_API_report		:= report/report.h
+
+COMP_USES_stacks	:= probe
+COMP_USES_engine	:= probe stacks codec
+COMP_USES_service	:= engine codec client
+COMP_USES_report	:= codec
+COMP_USES_cli		:= engine report codec
+
+COMP_PUBLIC	= userspace-lib/include/memprof/ $(wildcard bpf/*.h) $(wildcard userspace-lib/*.h) \
+		  $(B)/gen/memprof.skel.h $(B)/gen/vmlinux.h
+comp_allowed	= $(COMP_DIR_$(1)) $(COMP_PUBLIC) $(foreach u,$(COMP_USES_$(1)),$(COMP_API_$(u)))
+comp_check	= scripts/check-includes $(1) '$(call comp_allowed,$(1))' \
+		  $(wildcard $(patsubst %.o,%.d,$(COMP_OBJS_$(1))))
+
+$(COMPONENTS): %: $$(COMP_OBJS_%)
+	$(call msg,INCLUDES,$@)
+	$(Q)$(call comp_check,$@)
+
+check-includes:
+	$(Q)$(foreach c,$(COMPONENTS),$(call comp_check,$(c)) &&) true
+
+.PHONY: all check demo demo-run bench fuzz install clean deps unit-tests test-bins deb \
+	$(COMPONENTS) check-includes
 
 all: $(BINS)
 

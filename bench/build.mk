@@ -66,7 +66,7 @@ $(B)/gen/bench/floor.skel.h: $(B)/gen/bench/floor.bpf.o
 	$(Q)$(BPFTOOL) gen skeleton $< name floor_bpf > $@
 
 # The floor probes what memprofd probes: its probe table, read from the loader's source.
-$(B)/gen/bench/floor_probes.h: daemon/probe/bpf_loader.c bench/gen-floor-probes
+$(B)/gen/bench/floor_probes.h: daemon/probe/discover.c bench/gen-floor-probes
 	$(call msg,GEN,$@)
 	@mkdir -p $(@D)
 	$(Q)bench/gen-floor-probes $< > $@.tmp && mv $@.tmp $@

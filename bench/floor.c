@@ -52,7 +52,7 @@
  * The allocator entry points memprofd probes in every object that defines them, with the
  * argument registers its entry programs read, whether a return probe shares the point, and
  * whether the function frees (pointer in %rdi: placement follows the non-NULL path).
- * Generated from daemon/probe/bpf_loader.c's probe table by bench/gen-floor-probes.
+ * Generated from daemon/probe/discover.c's probe table by bench/gen-floor-probes.
  */
 struct floor_probe {
 	const char *sym;

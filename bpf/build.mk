@@ -1,5 +1,6 @@
 # bpf/: the BPF programs (bpf/memprof.bpf.c), their skeleton, and the user-space loader that
-# attaches them (daemon/probe/bpf_loader.c, elf_syms.c, placement.c, uprobe_link.c, bpf_kernel.c).
+# attaches them (daemon/probe/: the loader, bpf_loader.h, and its helpers elf_syms.c, placement.c,
+# uprobe_link.c, target_open.c, bpf_kernel.c).
 # Exports BPF_LOADER_OBJS and BPF_LOADER_LIBS for the programs that link the loader (the
 # engine, tests).
 #
@@ -24,11 +25,14 @@ $(B)/gen/memprof.skel.h: $(B)/bpf/memprof.bpf.o
 	@mkdir -p $(@D)
 	$(Q)$(BPFTOOL) gen skeleton $< name memprof_bpf > $@.tmp && mv $@.tmp $@
 
-$(B)/daemon/probe/bpf_loader.o: $(B)/gen/memprof.skel.h
+# Every file of the loader includes the skeleton (loader_internal.h).
+BPF_LOADER_OWN_OBJS := $(addprefix $(B)/daemon/probe/,load.o discover.o attach.o ring.o maps.o \
+		       reaper.o selfprobe.o preload_attach.o)
+$(BPF_LOADER_OWN_OBJS): $(B)/gen/memprof.skel.h
 
 EXTRA_CFLAGS_daemon += $(call pkgcflags,libbpf libelf)
 
-BPF_LOADER_OBJS	:= $(B)/daemon/probe/bpf_loader.o $(B)/daemon/probe/elf_syms.o $(B)/daemon/probe/placement.o \
+BPF_LOADER_OBJS	:= $(BPF_LOADER_OWN_OBJS) $(B)/daemon/probe/elf_syms.o $(B)/daemon/probe/placement.o \
 		   $(B)/daemon/probe/uprobe_link.o $(B)/daemon/probe/target_open.o $(B)/daemon/probe/bpf_kernel.o
 BPF_LOADER_LIBS	:= -lbpf -lelf -lz -lcapstone -pthread
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1-or-later OR BSD-2-Clause)
 /*
  * memprofd's kernel side: allocator uprobes (entry) and uretprobes (return) attached pid-filtered
- * by daemon/probe/bpf_loader.c, plus fork/exec/exit tracepoints. The ABI is bpf/memprof.h.
+ * by daemon/probe/attach.c, plus fork/exec/exit tracepoints. The ABI is bpf/memprof.h.
  *
  * Per thread (task storage) we keep the countdown c of docs/sampling.md and the state of the
  * outermost allocator call in progress. An entry probe decides whether the block holds a sample

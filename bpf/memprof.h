@@ -62,8 +62,9 @@ enum mp_event_type {
 	MP_EV_FREE_BATCH = 16,
 	/* libmemprof-preload's deferred queue: struct mp_preload_batch_event */
 	MP_EV_PRELOAD_BATCH = 17,
-	/* Internal to daemon/probe/bpf_loader.c, never delivered to its callback: ld.so of a profiled
-	 * process reached _dl_debug_state (libraries mapped, dlopen): struct mp_proc_event. */
+	/* Internal to the loader (daemon/probe/ring.c), never delivered to its callback: ld.so of a
+	 * profiled process reached _dl_debug_state (libraries mapped, dlopen): struct
+	 * mp_proc_event. */
 	MP_EV_MAP = 100,
 };
 
@@ -228,7 +229,7 @@ enum mp_shape {
 	MP_SHAPE_HEAP_CALLOC,	/* heap, n, size (mimalloc's mi_heap_calloc) */
 	MP_SHAPE_HEAP_REALLOC,	/* heap, ptr, size (mimalloc's mi_heap_realloc) */
 	MP_SHAPE_PAGES,		/* size in arg 1, the block whole pages (pvalloc) */
-	/* The loader's probes on its own process (daemon/probe/bpf_loader.c), never on a target:
+	/* The loader's probes on its own process (daemon/probe/selfprobe.c), never on a target:
 	 * SELFTEST checks uprobe session semantics, CALIBRATE measures the cost of a probe hit
 	 * (kind 0: entry only, kind 1: entry and return). */
 	MP_SHAPE_SELFTEST = 250,

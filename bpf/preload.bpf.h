@@ -18,7 +18,7 @@
  * one BPF object and one skeleton.
  */
 /* Attached by the loader as plain uprobes at the notes' sites, with their semaphores
- * (daemon/probe/bpf_loader.c, pl_attach_probe()): no libbpf USDT spec is involved. */
+ * (daemon/probe/preload_attach.c, pl_attach_probe()): no libbpf USDT spec is involved. */
 
 #define MP_PL_MAX_SKIP		16	/* library frames dropped from the top of a stack */
 #define MP_PL_HEAD_SIZE		offsetof(struct mp_alloc_event, stack)

@@ -447,12 +447,15 @@ static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint6
 	fprintf(stderr, "memprofctl record: kernel mechanisms: %s\n", mp_engine__mechanisms(e));
 }
 
-/* The loader's warnings and errors (probes the kernel refused); its start-up notes are in the
- * summary's mechanisms line. */
+/* The loader's warnings and errors (probes the kernel refused, children it could not follow);
+ * with -v its notes too (kernel mechanisms, probes kept on a single-stepped entry), with -vv
+ * every probe's placement. */
 static void engine_log(void *ctx, int level, const char *msg)
 {
+	int max = ctl.verbose > 1 ? 7 : ctl.verbose ? 6 : 4;
+
 	(void)ctx;
-	if (level <= 4)
+	if (level <= max)
 		fprintf(stderr, "memprofctl record: %s\n", msg);
 }
 

@@ -10,6 +10,7 @@ struct ctl_globals {
 	bool json;		/* --json: machine-readable output */
 	const char *socket;	/* --socket PATH: memprofd's private bus socket */
 	const char *cmd;	/* the command running, for messages ("attach") */
+	unsigned int verbose;	/* -v, --verbose, once or twice: more of record's loader log */
 };
 
 extern struct ctl_globals ctl;

@@ -36,6 +36,7 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  -j, --json          print data as JSON\n"
 		"  -s, --socket PATH   memprofd's control socket (default /run/memprofd/bus)\n"
+		"  -v, --verbose       record: the probe loader's notes too (twice: every probe)\n"
 		"  -h, --help          show this help\n"
 		"      --version       show the version\n"
 		"\n"
@@ -69,6 +70,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "socket", required_argument, NULL, 's' },
+		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{}
@@ -84,13 +86,16 @@ int main(int argc, char **argv)
 	argv[0] = "memprofctl";
 
 	/* '+': stop at the command name; its own options are its business. */
-	while ((c = getopt_long(argc, argv, "+js:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+js:vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			ctl.json = true;
 			break;
 		case 's':
 			ctl.socket = optarg;
+			break;
+		case 'v':
+			ctl.verbose++;
 			break;
 		case 'h':
 			usage(stdout);

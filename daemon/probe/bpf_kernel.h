@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * What the running kernel offers the loader (daemon/probe/bpf_loader.c), probed, never assumed from
+ * What the running kernel offers the loader (daemon/probe/load.c), probed, never assumed from
  * its version, and why a load failed, in words. Kept apart from the loader so that the parsing
  * of libbpf's log is unit-tested (tests/unit/test_bpf_kernel.c) without BPF.
  *

@@ -6,7 +6,7 @@
  *
  * Where probes go (emulated instructions, never single-stepped ones when avoidable), uprobe
  * sessions versus entry + return probes, and the probe cost calibration behind the overhead
- * budget: see the comment at the top of daemon/probe/bpf_loader.c.
+ * budget: see the comment at the top of daemon/probe/loader_internal.h.
  *
  * Owner: the BPF/probes component. The engine (daemon/engine/engine.c) is its only user.
  */
@@ -77,8 +77,6 @@ int mp_bpf__detach(struct mp_bpf *b, pid_t pid);
 int mp_bpf__stats(struct mp_bpf *b, uint64_t out[MP_STAT__MAX]);
 
 /*
- * Additions (same owner).
- *
  * Logging: the loader never prints. With a log function set, it reports each probe that failed
  * to attach ("Failed to attach uprobe to 'free' in '/usr/lib/.../libc.so.6' (pid 12, offset
  * 0x98ef9): ..."), each probe moved by the placement rule (daemon/probe/placement.h), each failed
@@ -131,7 +129,6 @@ struct mp_bpf_counters {
 	uint64_t auto_attach_errors;	/* followed children / exec'd images that could not be probed */
 	uint64_t purged;		/* stale sampled-table entries deleted after exec/exit */
 	uint64_t uprobe_multi;		/* 1: probes are uprobe_multi links, 0: perf-event uprobes */
-	/* Added (overhead): */
 	uint64_t uprobe_session;	/* 1: uprobe sessions (return half on sampled calls only) */
 	uint64_t entry_cost_ns;		/* cost of an entry probe hit */
 	uint64_t return_cost_ns;	/* added cost of a return probe hit */

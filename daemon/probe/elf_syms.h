@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Allocator symbol resolution shared by the loader (daemon/probe/bpf_loader.c) and the probe-floor
+ * Allocator symbol resolution shared by the loader (daemon/probe/discover.c) and the probe-floor
  * benchmark (bench/floor.c): find a table of function names in an object's symbol tables, map
  * their addresses to file offsets, and apply the probe placement rule (daemon/probe/placement.h) to
  * the code read from the file.

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * uprobe_multi and uprobe session links through raw bpf(BPF_LINK_CREATE): Debian's libbpf 1.1
- * has neither API. Shared by the loader (daemon/probe/bpf_loader.c) and the overhead floor
+ * has neither API. Shared by the loader (daemon/probe/attach.c) and the overhead floor
  * (bench/floor.c), so that the floor's session configuration uses memprofd's exact mechanism.
  */
 #ifndef MEMPROFD_UPROBE_LINK_H

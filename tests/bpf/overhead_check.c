@@ -4,7 +4,7 @@
  *
  *   overhead_check placement WORKLOAD
  *
- * Starts WORKLOAD ("ovh_loop wait"), attaches the loader's probes to it (daemon/probe/bpf_loader.c),
+ * Starts WORKLOAD ("ovh_loop wait"), attaches the loader's probes to it (daemon/probe/),
  * and reads from the loader's log where it put the probe of malloc, free, posix_memalign,
  * calloc and realloc. Then, independently of daemon/probe/placement.c, decodes with capstone the
  * instruction at that address in libc (the same file, mapped by this program) and checks:

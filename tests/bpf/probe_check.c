@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * probe_check: drives daemon/probe/bpf_loader.c against the workloads of tests/workloads/probe_wl*
+ * probe_check: drives the loader (daemon/probe/) against the workloads of tests/workloads/probe_wl*
  * with real uprobes and checks exactly which events arrive.
  *
  *   probe_check WLDIR SCENARIO
@@ -815,8 +815,26 @@ static int scenario_sampling(void)
 	return 0;
 }
 
+
+static const struct {
+	const char *name;
+	int (*run)(void);
+} scenarios[] = {
+	{ "basic", scenario_basic },
+	{ "cxx", scenario_cxx },
+	{ "fork", scenario_fork },
+	{ "exec", scenario_exec },
+	{ "threads", scenario_threads },
+	{ "dlopen", scenario_dlopen },
+	{ "foreign", scenario_foreign },
+	{ "overflow", scenario_overflow },
+	{ "nolibc", scenario_nolibc },
+	{ "sampling", scenario_sampling },
+};
+
 int main(int argc, char **argv)
 {
+	bool found;
 	int ret;
 
 	if (argc != 3) {
@@ -849,30 +867,15 @@ int main(int argc, char **argv)
 		if (getenv("MP_EXPECT_SESSION") && !getenv("MP_BPF_NO_UPROBE_MULTI"))
 			check(c.uprobe_session, "session-mode", "uprobe sessions not used");
 	}
-	if (!strcmp(scenario, "basic"))
-		ret = scenario_basic();
-	else if (!strcmp(scenario, "cxx"))
-		ret = scenario_cxx();
-	else if (!strcmp(scenario, "fork"))
-		ret = scenario_fork();
-	else if (!strcmp(scenario, "exec"))
-		ret = scenario_exec();
-	else if (!strcmp(scenario, "threads"))
-		ret = scenario_threads();
-	else if (!strcmp(scenario, "dlopen"))
-		ret = scenario_dlopen();
-	else if (!strcmp(scenario, "foreign"))
-		ret = scenario_foreign();
-	else if (!strcmp(scenario, "overflow"))
-		ret = scenario_overflow();
-	else if (!strcmp(scenario, "nolibc"))
-		ret = scenario_nolibc();
-	else if (!strcmp(scenario, "sampling"))
-		ret = scenario_sampling();
-	else {
-		fprintf(stderr, "unknown scenario '%s'\n", scenario);
-		ret = 2;
+	ret = 2;
+	found = false;
+	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]) && !found; i++) {
+		found = !strcmp(scenario, scenarios[i].name);
+		if (found)
+			ret = scenarios[i].run();
 	}
+	if (!found)
+		fprintf(stderr, "unknown scenario '%s'\n", scenario);
 	mp_bpf__free(B);
 	return ret || failures ? 1 : 0;
 }

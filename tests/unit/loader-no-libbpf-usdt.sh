@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # memprofd and memprofctl attach libmemprof-preload's USDT probes as plain uprobes with their
-# semaphores (daemon/probe/bpf_loader.c, pl_read_lib()), never through libbpf's
+# semaphores (daemon/probe/preload_attach.c, pl_read_lib()), never through libbpf's
 # bpf_program__attach_usdt(): libbpf keeps the spec ids of every USDT link of an object in one
 # array that each detach reallocates, and the loader destroys links from concurrent threads
 # (links_destroy()) while it attaches others, which freed that array twice (memprofctl record
