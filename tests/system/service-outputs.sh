@@ -1,8 +1,8 @@
 #!/bin/bash
-# What a caller's output can do to memprofd (issue 15, holes 1, 9, 13), as uid 65534 where the
-# hole is a user's: a FIFO or pipe is refused (memprofctl and the API, Start and AddProcess),
-# so are an O_APPEND descriptor and rates below the minimum (the same sentence from memprofctl
-# and from the API); a write-only descriptor gets its drop counts patched in. A regular output
+# What an output a hostile caller chooses can do to memprofd, as uid 65534: a FIFO or pipe is
+# refused (memprofctl and the API, Start and AddProcess), so are an O_APPEND descriptor and
+# rates below the minimum (the same sentence from memprofctl and from the API); a write-only
+# descriptor gets its drop counts patched in. A regular output
 # that is stuck (a file on a frozen filesystem) holds up its own trace only: `list` keeps
 # answering within 1 s, and SIGTERM completes the other profiles' traces. Traces in the state
 # directory are readable by their owner only.

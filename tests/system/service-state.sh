@@ -1,5 +1,5 @@
 #!/bin/bash
-# The state directory under stress (issue 15, holes 6, 11, 12): a pid used again in one
+# The state directory under stress from users and crashes: a pid used again in one
 # profile gets a trace of its own, the earlier one intact; a full disk is reported by name
 # (ENOSPC) with the time it began in status (text and JSON, through the D-Bus property) and in
 # the manifest, lost writes are not counted as unmatched frees, the manifest still reaches its
