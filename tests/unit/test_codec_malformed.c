@@ -557,7 +557,8 @@ static void test_strict_rules(void)
 		ev(b, 3, S);
 		p8(b, 0);
 	});
-	strict_only(b, "promote of unknown or already collected object id 0", "promote after collect");
+	strict_only(b, "promote of unknown or already collected object id 0",
+		    "promote after collect");
 
 	/* nsamples < 1. */
 	BODY(b, H(2, S, S, 0, 1), { locs_alloc(b, S, S, 0, 2); });
