@@ -131,7 +131,6 @@ struct mp_bpf_counters {
 	uint64_t auto_attach_errors;	/* followed children / exec'd images that could not be probed */
 	uint64_t purged;		/* stale sampled-table entries deleted after exec/exit */
 	uint64_t uprobe_multi;		/* 1: probes are uprobe_multi links, 0: perf-event uprobes */
-	/* the probes' mechanism and what one hit costs */
 	uint64_t uprobe_session;	/* 1: uprobe sessions (return half on sampled calls only) */
 	uint64_t entry_cost_ns;		/* cost of an entry probe hit */
 	uint64_t return_cost_ns;	/* added cost of a return probe hit */
