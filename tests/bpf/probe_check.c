@@ -826,18 +826,6 @@ static int scenario_sampling(void)
 	return 0;
 }
 
-/* The scenarios, by the name the tests/bpf/probe-*.sh scripts give. */
-static const struct {
-	const char *name;
-	int (*run)(void);
-} scenarios[] = {
-	{ "basic", scenario_basic },	 { "cxx", scenario_cxx },
-	{ "fork", scenario_fork },	 { "exec", scenario_exec },
-	{ "threads", scenario_threads }, { "dlopen", scenario_dlopen },
-	{ "foreign", scenario_foreign }, { "overflow", scenario_overflow },
-	{ "nolibc", scenario_nolibc },	 { "sampling", scenario_sampling },
-};
-
 int main(int argc, char **argv)
 {
 	int ret;
@@ -872,11 +860,27 @@ int main(int argc, char **argv)
 		if (getenv("MP_EXPECT_SESSION") && !getenv("MP_BPF_NO_UPROBE_MULTI"))
 			check(c.uprobe_session, "session-mode", "uprobe sessions not used");
 	}
-	ret = -1;
-	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
-		if (!strcmp(scenario, scenarios[i].name))
-			ret = scenarios[i].run();
-	if (ret < 0) {
+	if (!strcmp(scenario, "basic"))
+		ret = scenario_basic();
+	else if (!strcmp(scenario, "cxx"))
+		ret = scenario_cxx();
+	else if (!strcmp(scenario, "fork"))
+		ret = scenario_fork();
+	else if (!strcmp(scenario, "exec"))
+		ret = scenario_exec();
+	else if (!strcmp(scenario, "threads"))
+		ret = scenario_threads();
+	else if (!strcmp(scenario, "dlopen"))
+		ret = scenario_dlopen();
+	else if (!strcmp(scenario, "foreign"))
+		ret = scenario_foreign();
+	else if (!strcmp(scenario, "overflow"))
+		ret = scenario_overflow();
+	else if (!strcmp(scenario, "nolibc"))
+		ret = scenario_nolibc();
+	else if (!strcmp(scenario, "sampling"))
+		ret = scenario_sampling();
+	else {
 		fprintf(stderr, "unknown scenario '%s'\n", scenario);
 		ret = 2;
 	}
