@@ -77,7 +77,7 @@ struct mp_unwinder_stats {
 	uint64_t sessions_evicted;
 	uint64_t max_stack_used;	/* most bytes above sp any unwind needed */
 	uint64_t last_stack_used;	/* bytes above sp the last unwind read */
-	/* Added: */
+	/* which objects keep frame pointers */
 	uint64_t objects_judged;	/* objects judged by mp_unwinder__frame_pointers() */
 	uint64_t objects_without_fp;	/* ... that do not keep frame pointers */
 	uint64_t judge_cache_resets;	/* judgement cache cleared at its limit (4096) */

@@ -20,13 +20,17 @@ wait $ctl
 rc=$?
 expect "signal forwarded to CMD's handler: exit status" 9 "$rc"
 
-# job control from outside: SIGSTOP stops CMD (group-stop), SIGCONT resumes it
-timeout -k 5 60 "$CTL" record -r 1e-3 -o "$T/stop.ctf" -- sh -c "echo \$\$ > '$T/stop.pid'; sleep 0.5; exit 5" \
+# job control from outside: SIGSTOP stops CMD (group-stop), SIGCONT resumes it. CMD waits for
+# stop.go, made after the SIGSTOP, before its 0.5 s sleep: however late this script runs, CMD
+# cannot exit before it is stopped, and if the stop did not hold it would exit before the check.
+timeout -k 5 60 "$CTL" record -r 1e-3 -o "$T/stop.ctf" -- sh -c "echo \$\$ > '$T/stop.pid';
+	while [ ! -e '$T/stop.go' ]; do sleep 0.05; done; sleep 0.5; exit 5" \
 	>"$T/stop.out" 2>"$T/stop.err" &
 ctl=$!
 for _ in $(seq 1 200); do [ -s "$T/stop.pid" ] && break; sleep 0.05; done
 pid=$(cat "$T/stop.pid")
 kill -STOP "$pid"
+touch "$T/stop.go"
 sleep 0.8
 ok "SIGSTOP from outside: CMD is still alive after its sleep" kill -0 "$pid"
 ok "SIGSTOP from outside: memprofctl is still waiting" kill -0 "$ctl"

@@ -159,6 +159,15 @@ static bool wl_wait_ready(struct wl *w)
 	return poll(&p, 1, 10000) == 1 && read(w->ready, &c, 1) == 1;
 }
 
+/* The workload's next sync point; a failed check @name if it does not come. */
+static bool wl_next_sync(struct wl *w, const char *name)
+{
+	if (wl_wait_ready(w))
+		return true;
+	check(false, name, "the workload did not reach its next sync point");
+	return false;
+}
+
 static void wl_release(struct wl *w)
 {
 	char c = 'g';
@@ -211,6 +220,24 @@ static struct mp_proc_cfg cfg_rate_one(uint32_t flags)
 static void load_funcs(pid_t pid, const char *exe);
 
 /* Start a probe_wl-family workload, put it under @cfg, attach, release. */
+/*
+ * Start @argv held before its exec, attach to it with @cfg (a check "attach-before-exec"),
+ * then let it exec. The exec'd image's objects are probed as the loader sees them mapped.
+ */
+static bool attach_then_exec(struct wl *w, char *const argv[], const struct mp_proc_cfg *cfg)
+{
+	char why[256];
+	int n;
+
+	if (wl_start(w, argv, true))
+		return false;
+	mp_bpf__proc_set(B, w->pid, cfg);
+	n = mp_bpf__attach(B, w->pid, why, sizeof(why));
+	check(n > 0, "attach-before-exec", "mp_bpf__attach: %d %s", n, why);
+	wl_release(w);		/* exec */
+	return true;
+}
+
 static bool start_profiled(struct wl *w, char *const argv[], const struct mp_proc_cfg *cfg)
 {
 	char why[512];
@@ -413,10 +440,8 @@ static int scenario_basic(void)
 		return 1;
 	pid = w.pid;
 	/* second sync point: stop sampling; frees must still come */
-	if (!wl_wait_ready(&w)) {
-		check(false, "stop-sync", "no second sync point");
+	if (!wl_next_sync(&w, "stop-sync"))
 		return 1;
-	}
 	cfg.flags &= ~MP_PROC_SAMPLING;
 	mp_bpf__proc_set(B, w.pid, &cfg);
 	wl_release(&w);
@@ -553,17 +578,11 @@ static int scenario_exec(void)
 	char *argv[] = { wl_path, "loop", "200", NULL };
 	struct mp_proc_cfg cfg = cfg_rate_one(0);
 	struct wl w;
-	char why[256];
-	int n;
 	bool exec_seen = false;
 
 	/* attach before exec: the new image's libc is the checker's, so it is probed at once */
-	if (wl_start(&w, argv, true))
+	if (!attach_then_exec(&w, argv, &cfg))
 		return 1;
-	mp_bpf__proc_set(B, w.pid, &cfg);
-	n = mp_bpf__attach(B, w.pid, why, sizeof(why));
-	check(n > 0, "attach-before-exec", "mp_bpf__attach: %d %s", n, why);
-	wl_release(&w);		/* exec */
 	if (wl_wait_ready(&w))
 		wl_release(&w);	/* the workload's own sync point */
 	check(consume_until_exit(w.pid), "exit", "no EXIT event");
@@ -637,18 +656,14 @@ static int scenario_dlopen(void)
 	char *cxx_argv[] = { wl_cxx_path, NULL };
 	struct mp_proc_cfg cfg = cfg_rate_one(0);
 	struct wl w;
-	char why[256];
 	uint32_t pid;
-	int n;
 
 	/* dlopen after attach */
 	if (!start_profiled(&w, argv, &cfg))
 		return 1;
 	pid = w.pid;
-	if (!wl_wait_ready(&w)) {
-		check(false, "dlopen-sync", "the workload did not reach its second sync point");
+	if (!wl_next_sync(&w, "dlopen-sync"))
 		return 1;
-	}
 	consume_pending();
 	wl_release(&w);
 	check(consume_until_exit(w.pid), "exit", "no EXIT event");
@@ -658,12 +673,8 @@ static int scenario_dlopen(void)
 	      count(MP_EV_ALLOC, pid, 20777, 0));
 
 	/* exec of a C++ program after attach: libstdc++ is new in the exec'd image */
-	if (wl_start(&w, cxx_argv, true))
+	if (!attach_then_exec(&w, cxx_argv, &cfg))
 		return 1;
-	mp_bpf__proc_set(B, w.pid, &cfg);
-	n = mp_bpf__attach(B, w.pid, why, sizeof(why));
-	check(n > 0, "attach-before-exec", "mp_bpf__attach: %d %s", n, why);
-	wl_release(&w);		/* exec */
 	if (!wl_wait_ready(&w)) {
 		int st = 0;
 		pid_t r = waitpid(w.pid, &st, WNOHANG);

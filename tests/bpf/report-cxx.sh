@@ -4,22 +4,9 @@
 # user's function, not a std:: wrapper, with estimates within 4.65 SE of the printed truth;
 # --no-trim names the wrappers; --focus, --ignore, --hide and --show-from follow pprof;
 # --by stack lines are folded before 100 columns.
-set -u
-[ "$(id -u)" -eq 0 ] || { echo "needs root for BPF"; exit 77; }
-ctl=$MP_BUILD/bin/memprofctl
-wl=$MP_BUILD/tests/workloads/wl_vector
-py=/usr/bin/python3
-tmp=${MP_TMP:-$(mktemp -d)}
-
-for f in "$ctl" "$wl"; do
-	[ -x "$f" ] || { echo "FAIL: setup ($f is not built)"; exit 1; }
-done
+. "$(dirname "$0")/report.lib" wl_vector
 rate=0.002
-if ! "$ctl" record -r $rate --unwind dwarf -o "$tmp/vec.ctf" -- "$wl" >"$tmp/truth" \
-	2>"$tmp/record.err"; then
-	echo "FAIL: record"; cat "$tmp/record.err"; exit 1
-fi
-echo "PASS: record"
+record_truth vec.ctf -r $rate --unwind dwarf -- "$wl"
 
 rep() {	# name args...
 	local name=$1; shift

@@ -4,21 +4,9 @@
 # workload's, the site holding it is wl_peak_hold; with --temporary-threshold 100ms every
 # block of wl_temp (freed at once) is temporary, within 4.65 SE, and none of wl_long's (held
 # across a 300 ms sleep, a lower bound on any machine).
-set -u
-[ "$(id -u)" -eq 0 ] || { echo "needs root for BPF"; exit 77; }
-ctl=$MP_BUILD/bin/memprofctl
-wl=$MP_BUILD/tests/workloads/wl_peak
-py=/usr/bin/python3
-tmp=${MP_TMP:-$(mktemp -d)}
-
-for f in "$ctl" "$wl"; do
-	[ -x "$f" ] || { echo "FAIL: setup ($f is not built)"; exit 1; }
-done
+. "$(dirname "$0")/report.lib" wl_peak
 rate=0.001
-if ! "$ctl" record -r $rate -o "$tmp/peak.ctf" -- "$wl" >"$tmp/truth" 2>"$tmp/record.err"; then
-	echo "FAIL: record"; cat "$tmp/record.err"; exit 1
-fi
-echo "PASS: record"
+record_truth peak.ctf -r $rate -- "$wl"
 "$ctl" report -q --json --top 100 --temporary-threshold 100ms "$tmp/peak.ctf" >"$tmp/r.json" \
 	2>"$tmp/r.err" || { echo "FAIL: report"; cat "$tmp/r.err"; exit 1; }
 

@@ -3,23 +3,9 @@
 # tests/workloads/wl_alloc (it prints its exact truth per site), and the report's estimates of
 # bytes, allocations and live bytes per site are within 4 SE of that truth; the leaking site
 # is a leak suspect and no freeing site is; the pprof export and flame graph agree.
-set -u
-[ "$(id -u)" -eq 0 ] || { echo "needs root for BPF"; exit 77; }
-ctl=$MP_BUILD/bin/memprofctl
-wl=$MP_BUILD/tests/workloads/wl_alloc
-py=/usr/bin/python3
-tmp=${MP_TMP:-$(mktemp -d)}
-
-for f in "$ctl" "$wl"; do
-	[ -x "$f" ] || { echo "FAIL: setup ($f is not built)"; exit 1; }
-done
-
+. "$(dirname "$0")/report.lib" wl_alloc
 rate=0.01
-if ! "$ctl" record -r $rate --seed 5 -o "$tmp/rec.ctf" -- "$wl" sites 2 >"$tmp/truth" \
-	2>"$tmp/record.err"; then
-	echo "FAIL: record"; cat "$tmp/record.err"; exit 1
-fi
-echo "PASS: record"
+record_truth rec.ctf -r $rate --seed 5 -- "$wl" sites 2
 
 # --tail 0.02: a leak suspect is a site with live blocks older than the last F of the run. The
 # leak phase of "wl_alloc sites" ends 5 to 14% of the run before its end (9 runs; the 200000

@@ -17,7 +17,6 @@
  * A site is the function of the allocation's innermost frame (its last location). Results are
  * printed as "PASS: ..." / "FAIL: ..." lines; exit status 1 if any failed.
  */
-#include <stdarg.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -28,6 +27,7 @@
 
 #include <memprof/trace.h>
 
+#include "tests/bpf/result.h"
 #include "tests/unit/chisq.h"
 
 struct obj {
@@ -52,21 +52,6 @@ struct trace {
 	uint64_t collects, locations;
 };
 
-static int failures;
-
-static void result(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void result(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s: ", ok ? "PASS" : "FAIL");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	if (!ok)
-		failures++;
-}
 
 /* The function name of location code @code's innermost location. */
 static const char *code_name(struct memprof_reader *r, uint64_t code)
@@ -221,7 +206,7 @@ static int cmd_strict(int argc, char **argv)
 		       " locations, v%u)", argv[i], t.nobjs, t.collects, t.locations,
 		       t.info.version);
 	}
-	return failures ? 1 : 0;
+	return result_failures ? 1 : 0;
 }
 
 static int cmd_info(const char *path)
@@ -307,7 +292,7 @@ static int cmd_sites(const char *path, const char *truth, int nonly, char **only
 	fclose(f);
 	if (!checked)
 		result(false, "%s: no TRUTH line to check", truth);
-	return failures ? 1 : 0;
+	return result_failures ? 1 : 0;
 }
 
 static int cmd_hist(const char *path, const char *site, uint64_t blocks, uint64_t size)
@@ -348,7 +333,7 @@ static int cmd_hist(const char *path, const char *site, uint64_t blocks, uint64_
 	printf("\n");
 	result(p > 0.001 && df >= 2, "%s: n_samples ~ Binomial(%" PRIu64 ", %g): chi2 = %.2f, "
 	       "df = %d, p = %.4g", site, w, t.info.sample_rate, chi2, df, p);
-	return failures ? 1 : 0;
+	return result_failures ? 1 : 0;
 }
 
 static int cmd_frames(const char *path, const char *site)

@@ -18,7 +18,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +30,7 @@
 
 #include <memprof/preload.h>
 
+#include "tests/bpf/result.h"
 #include "tests/bpf/usdt_check.h"
 #include "usdt_check.skel.h"
 
@@ -38,20 +38,6 @@
 
 static struct uc_event *events;
 static size_t nevents;
-static int failures;
-
-static void result(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void result(bool ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	printf("%s: usdt: ", ok ? "PASS" : "FAIL");
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf("\n");
-	failures += !ok;
-}
 
 static int on_event(void *ctx, void *data, size_t len)
 {
@@ -72,6 +58,7 @@ int main(int argc, char **argv)
 	pid_t pid;
 	const char *lib, *wl;
 
+	result_prefix = "usdt: ";
 	if (argc > 1 && !strcmp(argv[1], "--no-attach")) {
 		attach = false;
 		argv++;
@@ -247,5 +234,5 @@ int main(int argc, char **argv)
 	ring_buffer__free(rb);
 	usdt_check_bpf__destroy(skel);
 	free(events);
-	return failures ? 1 : 0;
+	return result_failures ? 1 : 0;
 }

@@ -217,20 +217,9 @@ static void build(sd_bus_message *m, struct input *in)
 			fd = take(in, 1) & 1;
 			sd_bus_message_append_basic(m, 'b', &fd);
 			break;
-		case 2:
-		case 3:
-			v = take(in, 2);
-			sd_bus_message_append_basic(m, op == 2 ? 'n' : 'q', &v);
-			break;
-		case 4:
-		case 5:
-			v = take(in, 4);
-			sd_bus_message_append_basic(m, op == 4 ? 'i' : 'u', &v);
-			break;
-		case 6:
-		case 7:
-			v = take(in, 8);
-			sd_bus_message_append_basic(m, op == 6 ? 'x' : 't', &v);
+		case 2 ... 7:	/* n q (2 bytes), i u (4), x t (8) */
+			v = take(in, 2u << (op - 2) / 2);
+			sd_bus_message_append_basic(m, "nqiuxt"[op - 2], &v);
 			break;
 		case 8:
 			v = take(in, 1);
@@ -258,25 +247,22 @@ static void build(sd_bus_message *m, struct input *in)
 			sd_bus_message_append_basic(m, 's', str);
 			break;
 		case 10:
-			sd_bus_message_append_basic(m, 'o', PICK(in, paths));
-			break;
-		case 11:
-			sd_bus_message_append_basic(m, 'g', PICK(in, signatures));
+		case 11:	/* an object path, a signature (one input byte picks it) */
+			str = op == 10 ? PICK(in, paths) : PICK(in, signatures);
+			sd_bus_message_append_basic(m, op == 10 ? 'o' : 'g', str);
 			break;
 		case 12:
 			sd_bus_message_append_basic(m, 'h', &out_fds[take(in, 1) & 1]);
 			break;
 		case 13:
-			sd_bus_message_open_container(m, 'a', PICK(in, arrays));
-			break;
-		case 14:
-			sd_bus_message_open_container(m, 'v', PICK(in, variants));
+		case 14:	/* an array, a variant (one input byte picks its contents) */
+			str = op == 13 ? PICK(in, arrays) : PICK(in, variants);
+			sd_bus_message_open_container(m, op == 13 ? 'a' : 'v', str);
 			break;
 		case 15:
-			sd_bus_message_open_container(m, 'e', "sv");
-			break;
-		case 16:
-			sd_bus_message_open_container(m, 'r', "us");
+		case 16:	/* a dict entry, a struct */
+			str = op == 15 ? "sv" : "us";
+			sd_bus_message_open_container(m, op == 15 ? 'e' : 'r', str);
 			break;
 		case 17:
 			sd_bus_message_close_container(m);

@@ -47,6 +47,11 @@ NSPAWN_PID=
 NSPAWN_PID1=
 NSPAWN_CG=
 NSPAWN_W=
+# A test that sources this file also runs on its own: the tree, the build and a scratch
+# directory then default to this checkout's.
+MP_SRC=${MP_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+MP_BUILD=${MP_BUILD:-$MP_SRC/build}
+MP_TMP=${MP_TMP:-$(mktemp -d)}
 
 nspawn_available() {
 	[ "$(id -u)" = 0 ] || { echo "needs root"; return 1; }

@@ -11,11 +11,7 @@
 # operator's edit of the configuration kept; removal stops memprofd and keeps the traces;
 # apt purge leaves the root as it was before the install.
 set -u
-HERE=$(cd "$(dirname "$0")" && pwd)
-MP_SRC=${MP_SRC:-$(cd "$HERE/../.." && pwd)}
-MP_BUILD=${MP_BUILD:-$MP_SRC/build}
-MP_TMP=${MP_TMP:-$(mktemp -d)}
-. "$HERE/lib-nspawn.sh"
+. "$(dirname "$0")/lib-nspawn.sh"
 nspawn_available || exit 77
 for t in dpkg-deb dpkg-parsechangelog lintian readelf; do
 	command -v "$t" > /dev/null || { echo "$t missing (scripts/install-deps)"; exit 77; }

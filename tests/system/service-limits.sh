@@ -1,5 +1,5 @@
 #!/bin/bash
-# Limits against hostile unprivileged users (issue #15): a client that pipelines calls and never
+# Limits against hostile unprivileged users: a client that pipelines calls and never
 # reads its replies is held back, then disconnected (MaxQueuedCalls), without growing the daemon;
 # one user cannot take all of MaxProfiles (MaxProfilesPerUser, RootReservedProfiles); a huge
 # duration is refused instead of wrapping. `list` answers within 1 s throughout.
@@ -9,7 +9,7 @@ as_uid() { local u=$1; shift; setpriv --reuid="$u" --regid="$u" --clear-groups "
 list_ok() { timeout 1 "$MEMPROFCTL" --socket "$SOCK" list > /dev/null; }
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$DPID/status"; }
 
-# --- hole 4: a client that never reads its replies -----------------------------------------
+# --- a client that pipelines calls and never reads its replies -----------------------------
 RSS0=$(rss_kb)
 "${NOBODY[@]}" /usr/bin/python3 "$RAW" flood "$SOCK" 100000 15 > "$MP_TMP/flood.out" 2>&1 &
 FLOOD=$!
@@ -40,7 +40,7 @@ busy_clients() {
 }
 check "busy but reading clients are served" busy_clients
 
-# --- hole 7: MaxProfiles shared between users, a reserve for root ----------------------------
+# --- one user takes every profile slot: MaxProfiles shared, a reserve for root --------------
 # MaxProfiles=4: each user may hold 1 (a quarter), and the last 1 (an eighth, at least 1) is
 # root's.
 printf 'MaxProfiles=4\n' > "$MP_TMP/memprofd.conf"
@@ -73,7 +73,7 @@ for id in $(ctl list | awk '$2 == "sampling" {print $1}'); do
 	ctl stop "$id" > /dev/null && ctl discard "$id" > /dev/null
 done
 
-# --- hole 10: durations ----------------------------------------------------------------------
+# --- a duration so large that it would wrap the daemon's clock ------------------------------
 D=$(phases_start "${NOBODY[@]}" -- 10 10)
 "${NOBODY[@]}" /usr/bin/python3 "$RAW" start "$SOCK" "$D" 18446744073709551000 > "$MP_TMP/start.out"
 check "API: a duration near 2^64 us is InvalidArgs" grep -q \

@@ -4,11 +4,7 @@
 # attach to a process inside the container with memprofctl, `systemctl stop memprofd`
 # completes the trace; then socket activation through memprofd.socket.
 set -u
-HERE=$(cd "$(dirname "$0")" && pwd)
-MP_SRC=${MP_SRC:-$(cd "$HERE/../.." && pwd)}
-MP_BUILD=${MP_BUILD:-$MP_SRC/build}
-MP_TMP=${MP_TMP:-$(mktemp -d)}
-. "$HERE/lib-nspawn.sh"
+. "$(dirname "$0")/lib-nspawn.sh"
 nspawn_available || exit 77
 for f in bin/memprofd bin/memprofctl tests/workloads/svc_phases; do
 	[ -x "$MP_BUILD/$f" ] || { echo "FAIL: missing $MP_BUILD/$f (make all test-bins)"; exit 1; }

@@ -1,8 +1,8 @@
 #!/bin/bash
-# What a caller's output can do to memprofd (issue 15, holes 1, 9, 13), as uid 65534 where the
-# hole is a user's: a FIFO or pipe is refused (memprofctl and the API, Start and AddProcess),
-# so are an O_APPEND descriptor and rates below the minimum (the same sentence from memprofctl
-# and from the API); a write-only descriptor gets its drop counts patched in. A regular output
+# What an output a hostile caller chooses can do to memprofd, as uid 65534: a FIFO or pipe is
+# refused (memprofctl and the API, Start and AddProcess), so are an O_APPEND descriptor and
+# rates below the minimum (the same sentence from memprofctl and from the API); a write-only
+# descriptor gets its drop counts patched in. A regular output
 # that is stuck (a file on a frozen filesystem) holds up its own trace only: `list` keeps
 # answering within 1 s, and SIGTERM completes the other profiles' traces. Traces in the state
 # directory are readable by their owner only.
@@ -19,7 +19,7 @@ mkdir -m 0777 "$D"
 
 N=$(phases_start "${NOBODY[@]}" -- 1000 1000)
 
-# --- hole 1: a FIFO is refused, by memprofctl and by the API ------------------------------
+# --- a FIFO as output would block the daemon: refused, by memprofctl and by the API ------
 "${NOBODY[@]}" mkfifo "$D/fifo"
 as_nobody attach -r 0.01 -o "$D/fifo" "$N" > /dev/null 2> "$MP_TMP/err"
 check "attach -o FIFO as uid 65534: refused (exit 1)" [ $? = 1 ]
@@ -38,7 +38,7 @@ check "AddProcess with a FIFO descriptor: InvalidArgs" \
 check "the service answers list within 1 s" answers
 as_nobody stop "$ID" > /dev/null && as_nobody discard "$ID" > /dev/null
 
-# --- hole 13: one rate validator; O_APPEND refused; O_WRONLY patched ----------------------
+# --- a rate the sampler cannot draw; an fd that cannot be rewritten or is write-only -----
 as_nobody attach -r 1e-300 "$N" > /dev/null 2> "$MP_TMP/err"
 check "attach -r 1e-300: a usage error (exit 2)" [ $? = 2 ]
 check "  ... naming the minimum" \
@@ -61,7 +61,7 @@ wait_until 10 complete "$IW"
 check "  ... its trace has the final drop counts (patched through O_WRONLY)" \
 	eval "'$MEMPROFCTL' dump '$D/wronly.ctf' | grep -q '^info context.*; drops: table_full=0 '"
 
-# --- hole 9: traces readable by their owner only ------------------------------------------
+# --- other users may not read a trace: readable by its owner only ------------------------
 R=$(phases_start -- 100 1000)
 IR=$(ctl attach -r 0.01 "$R" | attach_id)
 phases_do "$R" USR1 allocated
@@ -75,7 +75,7 @@ TN=$STATE/profiles/$ID/$N-svc_phases.ctf
 check "uid 65534's trace is its own, mode 0600" \
 	[ "$(stat -c %u:%a "$TN")" = 65534:600 ]
 
-# --- hole 1: a stuck regular output stalls its own trace only ------------------------------
+# --- a user's stuck output (a frozen file system) stalls its own trace only ---------------
 IMG=$MP_TMP/frozen.img FRZ=$MP_TMP/frozen
 truncate -s 64M "$IMG" && mkfs.ext4 -q -F "$IMG" && mkdir -p "$FRZ" &&
 	mount -o loop "$IMG" "$FRZ" || { fail "cannot mount an ext4 image"; exit 1; }

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The state directory under stress (issue 15, holes 6, 11, 12): a pid used again in one
+# The state directory under stress from users and crashes: a pid used again in one
 # profile gets a trace of its own, the earlier one intact; a full disk is reported by name
 # (ENOSPC) with the time it began in status (text and JSON, through the D-Bus property) and in
 # the manifest, lost writes are not counted as unmatched frees, the manifest still reaches its
@@ -24,7 +24,7 @@ manifest() {	# manifest ID EXPR: a value of the manifest (python expression on m
 		"$STATE/profiles/$1/manifest.json" "$2"
 }
 
-# --- hole 11: a full disk, as uid 65534 ---------------------------------------------------
+# --- a user fills the disk under the trace, as uid 65534 ----------------------------------
 N=$(phases_start "${NOBODY[@]}" -- 200000 100)
 ID=$(as_nobody attach -r 1 "$N" | attach_id)
 phases_do "$N" USR1 allocated
@@ -57,7 +57,7 @@ check "a failing manifest is not logged every 5 s" \
 	[ "$(grep -c 'Failed to write manifest' "$MP_TMP/memprofd.log")" -le 1 ]
 rm -f "$TRACE"
 
-# --- hole 6: a pid used again in a profile does not take the first trace's name -----------
+# --- a pid used again in a profile does not take (overwrite) the first trace's name ------
 mkfifo "$MP_TMP/go"
 cat > "$MP_TMP/reuse.sh" <<EOS
 read -r go < "$MP_TMP/go"
@@ -89,7 +89,7 @@ else
 	rm -f "$STATE/profiles/$IB/"*.ctf
 fi
 
-# --- hole 12: after SIGKILL, a restarted memprofd marks unfinished profiles interrupted ---
+# --- after SIGKILL, a restarted memprofd marks unfinished profiles interrupted -----------
 R=$(phases_start -- 100 1000)
 IK=$(ctl attach -r 0.01 "$R" | attach_id)
 phases_do "$R" USR1 allocated

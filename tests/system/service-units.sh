@@ -34,8 +34,9 @@ if (cd "$U" && offline systemd-analyze verify --man=no ./broken.service) > /dev/
 else
 	pass "systemd-analyze verify rejects a broken copy"
 fi
-# The exposure may not grow past what it was when issue #15 was filed (2.1); a copy with
-# PrivateNetwork=no (2.5) must fail the bound, so that the check can tell a weaker unit.
+# The exposure may not grow past the hardened unit's (2.1), so that a sandbox directive dropped
+# by mistake is caught; a copy with PrivateNetwork=no (2.5) must fail the bound, so that the
+# check can tell a weaker unit.
 MAX_EXPOSURE=2.1
 exposure() {	# exposure UNIT-FILE (in $U)
 	(cd "$U" && offline systemd-analyze security --offline=true --no-pager "./$1" 2>&1) |

@@ -5,16 +5,7 @@
 # (zoom), hovers one (details line) and searches; on a trace with one deep thin stack, both
 # orientations keep the heaviest frames in the first 800x600 screen; screenshots at 800x600
 # and 1600x900 show flame colours in the top half and across the whole window width.
-set -u
-ctl=$MP_BUILD/bin/memprofctl
-gen=$MP_BUILD/tests/unit/gen_trace
-fx=$MP_SRC/tests/fixtures/memtrace
-py=/usr/bin/python3
-tmp=${MP_TMP:-$(mktemp -d)}
-
-for f in "$ctl" "$gen"; do
-	[ -x "$f" ] || { echo "FAIL: setup ($f is not built)"; exit 1; }
-done
+. "$(dirname "$0")/report.inc"
 "$gen" -s 3 -r 0.001 -n 100000 "$tmp/a.ctf" "$tmp/a.json" || { echo "FAIL: gen_trace"; exit 1; }
 "$ctl" report -q --json --flamegraph "$tmp/a.svg" "$tmp/a.ctf" >"$tmp/a.rep.json" ||
 	{ echo "FAIL: report --flamegraph"; exit 1; }

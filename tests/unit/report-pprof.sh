@@ -2,17 +2,8 @@
 # memprofctl report --pprof: Go's pprof (Debian golang-go, offline on a local file) reads the
 # profile and shows the same top functions and totals as the report, for all four sample
 # types (alloc_objects, alloc_space, inuse_objects, inuse_space).
-set -u
-ctl=$MP_BUILD/bin/memprofctl
-gen=$MP_BUILD/tests/unit/gen_trace
-fx=$MP_SRC/tests/fixtures/memtrace
-py=/usr/bin/python3
-tmp=${MP_TMP:-$(mktemp -d)}
-
 command -v go >/dev/null || { echo "go is not installed (scripts/install-deps)"; exit 77; }
-for f in "$ctl" "$gen"; do
-	[ -x "$f" ] || { echo "FAIL: setup ($f is not built)"; exit 1; }
-done
+. "$(dirname "$0")/report.inc"
 export HOME=$tmp GOCACHE=$tmp/gocache GOPATH=$tmp/go GOPROXY=off GOFLAGS= GOTELEMETRY=off
 
 "$gen" -s 5 -r 0.001 -n 100000 "$tmp/a.ctf" "$tmp/a.json" || { echo "FAIL: gen_trace"; exit 1; }

@@ -65,14 +65,28 @@ static bool test_ok;
 		___ok;                                                                         \
 	})
 
+/* The result line of the test that just ran, named @name. */
+static inline void test_result(const char *name)
+{
+	printf("%s: %s\n", test_ok ? "PASS" : "FAIL", name);
+	fflush(stdout);
+	if (!test_ok)
+		test_failures++;
+}
+
 #define RUN(fn)                                                                               \
 	do {                                                                                   \
 		test_ok = true;                                                                \
 		fn();                                                                          \
-		printf("%s: %s\n", test_ok ? "PASS" : "FAIL", #fn);                            \
-		fflush(stdout);                                                                \
-		if (!test_ok)                                                                  \
-			test_failures++;                                                       \
+		test_result(#fn);                                                              \
+	} while (0)
+
+/* A table-driven test: fn(arg) is one result line, named @name. */
+#define RUN_CASE(name, fn, arg)                                                               \
+	do {                                                                                   \
+		test_ok = true;                                                                \
+		fn(arg);                                                                       \
+		test_result(name);                                                             \
 	} while (0)
 
 static inline int test_exit(void)

@@ -200,29 +200,28 @@ static void check_fixture(const char *base)
 	ASSERT_EQ(memprof_reader__warnings(r), 0, "warnings");
 
 	/* Second pass over the .expected file: counts, sums and the summary line. */
+	const struct {
+		const char *line;	/* the figure's line, up to its value */
+		uint64_t value;		/* what this reader found */
+	} figures[] = {
+		{ "count alloc", allocs },	      { "count promote", promotes },
+		{ "count collect", collects },	      { "sum alloc.len_words", words },
+		{ "sum alloc.nsamples", samples },    { "sum alloc.backtrace_frames", frames },
+	};
 	rewind(f);
 	while (fgets(line, sizeof(line), f)) {
-		char what[64];
+		char kind[16], what[64], figure[96];
 		unsigned long long v, a, p, c, d;
+		size_t i;
 
-		if (sscanf(line, "count %63s %llu", what, &v) == 2) {
-			if (!strcmp(what, "alloc"))
-				ASSERT_EQ(allocs, v, "count alloc");
-			else if (!strcmp(what, "promote"))
-				ASSERT_EQ(promotes, v, "count promote");
-			else if (!strcmp(what, "collect"))
-				ASSERT_EQ(collects, v, "count collect");
-			else
-				ASSERT_TRUE(false, line);
-		} else if (sscanf(line, "sum %63s %llu", what, &v) == 2) {
-			if (!strcmp(what, "alloc.len_words"))
-				ASSERT_EQ(words, v, "sum len_words");
-			else if (!strcmp(what, "alloc.nsamples"))
-				ASSERT_EQ(samples, v, "sum nsamples");
-			else if (!strcmp(what, "alloc.backtrace_frames"))
-				ASSERT_EQ(frames, v, "sum frames");
-			else
-				ASSERT_TRUE(false, line);
+		if (sscanf(line, "%15s %63s %llu", kind, what, &v) == 3 &&
+		    (!strcmp(kind, "count") || !strcmp(kind, "sum"))) {
+			snprintf(figure, sizeof(figure), "%s %s", kind, what);
+			for (i = 0; i < sizeof(figures) / sizeof(figures[0]); i++)
+				if (!strcmp(figure, figures[i].line))
+					break;
+			if (ASSERT_TRUE(i < sizeof(figures) / sizeof(figures[0]), line))
+				ASSERT_EQ(figures[i].value, v, figures[i].line);
 		} else if (sscanf(line, "summary allocs=%llu promotes=%llu collects=%llu distinct_codes=%llu",
 				  &a, &p, &c, &d) == 4) {
 			ASSERT_EQ(allocs, a, "summary allocs");

@@ -153,6 +153,26 @@ static void alloc_same(struct bb *b, uint64_t t, uint8_t pfx)
 	p8(b, 0);
 }
 
+/* The start of a location event at @t: @code, one location on line 7, the file and
+ * definition name fields @mtf (their strings, if any, follow). */
+static void loc_head(struct bb *b, uint64_t t, uint64_t code, unsigned int mtf)
+{
+	ev(b, 1, t);
+	p64(b, code);
+	p8(b, 1);
+	p32(b, 7);
+	p16(b, (uint16_t)mtf);
+}
+
+/* The locations 0x10 (f) and 0x20 (g) at @t, then an alloc at @t_alloc with backtrace g, f. */
+static void locs_alloc(struct bb *b, uint64_t t, uint64_t t_alloc, uint64_t nsamples,
+		       uint8_t source)
+{
+	loc_new(b, t, 0x10, "a.c", "f");
+	loc_new(b, t, 0x20, "a.c", "g");
+	alloc_two(b, t_alloc, nsamples, source);
+}
+
 /* A valid v2 trace: info; one packet with 2 locations, 2 allocs, promote, 2 collects. */
 static void base(struct bb *b)
 {
@@ -162,9 +182,7 @@ static void base(struct bb *b)
 	b->n = 0;
 	info_packet(b, 2);
 	st = pk_begin(b, &h);
-	loc_new(b, S + 1, 0x10, "a.c", "f");
-	loc_new(b, S + 1, 0x20, "a.c", "g");
-	alloc_two(b, S + 2, 1, 2);
+	locs_alloc(b, S + 1, S + 2, 1, 2);
 	alloc_same(b, S + 3, 2);
 	ev(b, 3, S + 4);
 	p8(b, 0);	/* promote id 1 */
@@ -373,14 +391,19 @@ static void test_info_rules(void)
 
 static void test_event_rules(void)
 {
+	static const uint8_t unknown[] = { 5, 117, 100 };
+	static const struct {
+		uint8_t code;
+		uint32_t delta;
+		const char *rule;
+	} negative[] = {
+		{ 3, 0xFFFFFFFF, "promote id sync" },	/* promote */
+		{ 4, 0xFFFFFFFE, "collect id sync" },	/* collect */
+	};
 	struct bb *b = malloc(sizeof(*b));
 
 	/* Event time outside [begin, end]. */
-	BODY(b, H(2, S + 10, S + 20, 0, 1), {
-		loc_new(b, S + 10, 0x10, "a.c", "f");
-		loc_new(b, S + 10, 0x20, "a.c", "g");
-		alloc_two(b, S + 21, 1, 2);
-	});
+	BODY(b, H(2, S + 10, S + 20, 0, 1), { locs_alloc(b, S + 10, S + 21, 1, 2); });
 	expect_fail(b, 0, "time in packet bounds", "after end");
 	BODY(b, H(2, S + 10, S + 20, 0, 0), { ev(b, 4, S + 5); p8(b, 0); });
 	/* tlow below begin's low bits reads as one wrap later: far past the end */
@@ -388,54 +411,38 @@ static void test_event_rules(void)
 
 	/* Time going backwards (across packets too). */
 	BODY(b, H(2, S + 10, S + 20, 0, 2), {
-		loc_new(b, S + 10, 0x10, "a.c", "f");
-		loc_new(b, S + 10, 0x20, "a.c", "g");
-		alloc_two(b, S + 15, 1, 2);
+		locs_alloc(b, S + 10, S + 15, 1, 2);
 		alloc_same(b, S + 12, 2);
 	});
 	expect_fail(b, 0, "monotone timestamps", "backwards");
 
 	/* Unknown event codes. */
-	BODY(b, H(2, S, S, 0, 0), { ev(b, 5, S); });
-	expect_fail(b, 0, "unknown event code 5", "code 5");
-	BODY(b, H(2, S, S, 0, 0), { ev(b, 117, S); });
-	expect_fail(b, 0, "unknown event code 117", "code 117");
-	BODY(b, H(2, S, S, 0, 0), { ev(b, 100, S); });
-	expect_fail(b, 0, "unknown event code 100", "code 100");
+	for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++) {
+		char rule[64];
+
+		snprintf(rule, sizeof(rule), "unknown event code %u", unknown[i]);
+		BODY(b, H(2, S, S, 0, 0), { ev(b, unknown[i], S); });
+		expect_fail(b, 0, rule, rule);
+	}
 
 	/* A second trace_info. */
 	BODY(b, H(2, S, S, 0, 0), { ev(b, 0, S); });
 	expect_fail(b, 0, "second trace_info", "second info");
 
 	/* Bad source byte. */
-	BODY(b, H(2, S, S, 0, 1), {
-		loc_new(b, S, 0x10, "a.c", "f");
-		loc_new(b, S, 0x20, "a.c", "g");
-		alloc_two(b, S, 1, 3);
-	});
+	BODY(b, H(2, S, S, 0, 1), { locs_alloc(b, S, S, 1, 3); });
 	expect_fail(b, 0, "(source)", "source 3");
 
-	/* Promote delta < 0 (FE ff ff ff ff = -1). */
-	BODY(b, H(2, S, S, 0, 1), {
-		loc_new(b, S, 0x10, "a.c", "f");
-		loc_new(b, S, 0x20, "a.c", "g");
-		alloc_two(b, S, 1, 2);
-		ev(b, 3, S);
-		p8(b, 254);
-		p32(b, 0xFFFFFFFF);
-	});
-	expect_fail(b, -1, "promote id sync", "promote delta < 0");
-
-	/* Collect delta < 0 is fatal in v1/v2 packets. */
-	BODY(b, H(2, S, S, 0, 1), {
-		loc_new(b, S, 0x10, "a.c", "f");
-		loc_new(b, S, 0x20, "a.c", "g");
-		alloc_two(b, S, 1, 2);
-		ev(b, 4, S);
-		p8(b, 254);
-		p32(b, 0xFFFFFFFE);
-	});
-	expect_fail(b, -1, "collect id sync", "collect delta < 0 in v2");
+	/* Promote and collect deltas < 0 (FE ff ff ff ff = -1): fatal in v1/v2 packets. */
+	for (size_t i = 0; i < sizeof(negative) / sizeof(negative[0]); i++) {
+		BODY(b, H(2, S, S, 0, 1), {
+			locs_alloc(b, S, S, 1, 2);
+			ev(b, negative[i].code, S);
+			p8(b, 254);
+			p32(b, negative[i].delta);
+		});
+		expect_fail(b, -1, negative[i].rule, negative[i].rule);
+	}
 
 	/* A location code redefined differently. */
 	BODY(b, H(2, S, S, 0, 0), {
@@ -451,29 +458,17 @@ static void test_event_rules(void)
 	ASSERT_EQ(run(b, 0).ret, 0, "identical redefinition");
 
 	/* alloc_id_end != begin + allocs. */
-	BODY(b, H(2, S, S, 0, 2), {
-		loc_new(b, S, 0x10, "a.c", "f");
-		loc_new(b, S, 0x20, "a.c", "g");
-		alloc_two(b, S, 1, 2);
-	});
+	BODY(b, H(2, S, S, 0, 2), { locs_alloc(b, S, S, 1, 2); });
 	expect_fail(b, 0, "alloc id sync", "id sync");
 
 	/* Running out of bytes inside an event: N says 3 codewords, 2 follow. */
-	BODY(b, H(2, S, S, 0, 1), {
-		loc_new(b, S, 0x10, "a.c", "f");
-		loc_new(b, S, 0x20, "a.c", "g");
-		alloc_two(b, S, 1, 2);
-	});
+	BODY(b, H(2, S, S, 0, 1), { locs_alloc(b, S, S, 1, 2); });
 	ASSERT_EQ(run(b, 0).ret, 0, "N = 2 is right");
 	b->d[P2_EVENTS + 2 * 25 + 8] = 3;
 	expect_fail(b, 0, "buffer underflow", "wrong N");
 	/* An unterminated string. */
 	BODY(b, H(2, S, S, 0, 0), {
-		ev(b, 1, S);
-		p64(b, 0x10);
-		p8(b, 1);
-		p32(b, 7);
-		p16(b, 31 << 6 | 31 << 11);
+		loc_head(b, S, 0x10, 31 << 6 | 31 << 11);
 		memcpy(b->d + b->n, "abc", 3);
 		b->n += 3;
 	});
@@ -483,20 +478,12 @@ static void test_event_rules(void)
 	 * fresh file's table. */
 	BODY(b, H(2, S, S, 0, 0), {
 		loc_new(b, S, 0x10, "a.c", "f");
-		ev(b, 1, S);
-		p64(b, 0x20);
-		p8(b, 1);
-		p32(b, 7);
-		p16(b, (uint16_t)(1 << 6 | 31 << 11));
+		loc_head(b, S, 0x20, 1 << 6 | 31 << 11);
 		pstr(b, "g");
 	});
 	expect_fail(b, 0, "MTF filename code 1 points at an empty slot", "MTF file");
 	BODY(b, H(2, S, S, 0, 0), {
-		ev(b, 1, S);
-		p64(b, 0x20);
-		p8(b, 1);
-		p32(b, 7);
-		p16(b, (uint16_t)(31 << 6 | 0 << 11));
+		loc_head(b, S, 0x20, 31 << 6 | 0 << 11);
 		pstr(b, "new.c");
 	});
 	expect_fail(b, 0, "MTF defname code 0 points at an empty slot", "MTF def");
@@ -531,6 +518,13 @@ static void test_cache_verifier(void)
 	free(b);
 }
 
+/* @b is refused by the strict reader only, with @msg. */
+static void strict_only(const struct bb *b, const char *msg, const char *what)
+{
+	expect_fail(b, 0, msg, what);
+	ASSERT_EQ(run(b, -1).ret, 0, "accepted when not strict");
+}
+
 static void test_strict_rules(void)
 {
 	struct bb *b = malloc(sizeof(*b));
@@ -540,96 +534,82 @@ static void test_strict_rules(void)
 		loc_new(b, S, 0x10, "a.c", "f");
 		alloc_two(b, S, 1, 2);
 	});
-	expect_fail(b, 0, "undefined location code 0x20", "undefined code");
-	ASSERT_EQ(run(b, -1).ret, 0, "accepted when not strict");
+	strict_only(b, "undefined location code 0x20", "undefined code");
 
 	/* Common prefix longer than the previous backtrace. */
 	BODY(b, H(2, S, S, 0, 2), {
-		loc_new(b, S, 0x10, "a.c", "f");
-		loc_new(b, S, 0x20, "a.c", "g");
-		alloc_two(b, S, 1, 2);
+		locs_alloc(b, S, S, 1, 2);
 		alloc_same(b, S, 3);
 	});
-	expect_fail(b, 0, "common prefix 3 longer than the previous backtrace", "prefix");
-	ASSERT_EQ(run(b, -1).ret, 0, "accepted when not strict");
+	strict_only(b, "common prefix 3 longer than the previous backtrace", "prefix");
 
 	/* Collect of an unknown id (delta 5 with one alloc), and twice the same id. */
 	BODY(b, H(2, S, S, 0, 1), {
-		loc_new(b, S, 0x10, "a.c", "f");
-		loc_new(b, S, 0x20, "a.c", "g");
-		alloc_two(b, S, 1, 2);
+		locs_alloc(b, S, S, 1, 2);
 		ev(b, 4, S);
 		p8(b, 5);
 	});
-	expect_fail(b, 0, "unknown or already collected", "unknown id");
-	ASSERT_EQ(run(b, -1).ret, 0, "accepted when not strict");
+	strict_only(b, "unknown or already collected", "unknown id");
 	BODY(b, H(2, S, S, 0, 1), {
-		loc_new(b, S, 0x10, "a.c", "f");
-		loc_new(b, S, 0x20, "a.c", "g");
-		alloc_two(b, S, 1, 2);
+		locs_alloc(b, S, S, 1, 2);
 		ev(b, 4, S);
 		p8(b, 0);
 		ev(b, 3, S);
 		p8(b, 0);
 	});
-	expect_fail(b, 0, "promote of unknown or already collected object id 0", "promote after collect");
-	ASSERT_EQ(run(b, -1).ret, 0, "accepted when not strict");
+	strict_only(b, "promote of unknown or already collected object id 0",
+		    "promote after collect");
 
 	/* nsamples < 1. */
-	BODY(b, H(2, S, S, 0, 1), {
-		loc_new(b, S, 0x10, "a.c", "f");
-		loc_new(b, S, 0x20, "a.c", "g");
-		alloc_two(b, S, 0, 2);
-	});
-	expect_fail(b, 0, "nsamples 0 < 1", "nsamples");
-	ASSERT_EQ(run(b, -1).ret, 0, "accepted when not strict");
+	BODY(b, H(2, S, S, 0, 1), { locs_alloc(b, S, S, 0, 2); });
+	strict_only(b, "nsamples 0 < 1", "nsamples");
 	free(b);
+}
+
+/* @b is read to its end with @nevents events and one warning, which says @warning. */
+static void expect_warning(const struct bb *b, int nevents, const char *warning)
+{
+	struct result r = run(b, 0);
+
+	ASSERT_EQ(r.ret, 0, r.msg);
+	ASSERT_EQ(r.nevents, nevents, warning);
+	ASSERT_EQ(r.warnings, 1, "one warning");
+	ASSERT_TRUE(strstr(r.warnmsg, warning) != NULL, r.warnmsg);
+}
+
+/* A packet @h with one alloc, the same backtrace as the previous one. */
+static void packet_same(struct bb *b, const struct hdr *h)
+{
+	size_t st = pk_begin(b, h);
+
+	alloc_same(b, h->begin, 2);
+	pk_end(b, st);
 }
 
 static void test_warnings(void)
 {
 	struct bb *b = malloc(sizeof(*b));
 	struct hdr h = H(2, S + 10, S + 10, 2, 3);
-	struct result r;
-	size_t st, full;
+	size_t full;
 
 	/* A packet of another pid is skipped with a warning; the next one is read. */
 	base(b);
 	h.pid = 777;
-	st = pk_begin(b, &h);
-	alloc_same(b, S + 10, 2);
-	pk_end(b, st);
+	packet_same(b, &h);
 	h.pid = PID;
-	st = pk_begin(b, &h);
-	alloc_same(b, S + 10, 2);
-	pk_end(b, st);
-	r = run(b, 0);
-	ASSERT_EQ(r.ret, 0, r.msg);
-	ASSERT_EQ(r.nevents, 8, "events of the other packets");
-	ASSERT_EQ(r.warnings, 1, "one warning");
-	ASSERT_TRUE(strstr(r.warnmsg, "pid 777") != NULL, r.warnmsg);
+	packet_same(b, &h);
+	expect_warning(b, 8, "pid 777");
 
 	/* A truncated final packet: warning, earlier events still read. */
 	base(b);
 	full = b->n;
-	h.pid = PID;
-	st = pk_begin(b, &h);
-	alloc_same(b, S + 10, 2);
-	pk_end(b, st);
+	packet_same(b, &h);
 	b->n = full + 66 + 2;
-	r = run(b, 0);
-	ASSERT_EQ(r.ret, 0, r.msg);
-	ASSERT_EQ(r.nevents, 7, "events before the truncated packet");
-	ASSERT_EQ(r.warnings, 1, "one warning");
-	ASSERT_TRUE(strstr(r.warnmsg, "truncated packet") != NULL, r.warnmsg);
+	expect_warning(b, 7, "truncated packet");
 
 	/* A final packet cut inside its header: the same. */
 	b->n = full + 40;
-	r = run(b, 0);
-	ASSERT_EQ(r.ret, 0, r.msg);
-	ASSERT_EQ(r.nevents, 7, "events before the truncated header");
-	ASSERT_EQ(r.warnings, 1, "one warning");
-	ASSERT_TRUE(strstr(r.warnmsg, "truncated packet header") != NULL, r.warnmsg);
+	expect_warning(b, 7, "truncated packet header");
 	free(b);
 }
 
@@ -644,11 +624,7 @@ static void test_v1_and_v3(void)
 	int n = 0;
 
 	/* v1: no context field. */
-	BODY(b, H(1, S, S, 0, 1), {
-		loc_new(b, S, 0x10, "a.c", "f");
-		loc_new(b, S, 0x20, "a.c", "g");
-		alloc_two(b, S, 1, 2);
-	});
+	BODY(b, H(1, S, S, 0, 1), { locs_alloc(b, S, S, 1, 2); });
 	r = memprof_reader__new_buf(b->d, b->n, &o, NULL, 0);
 	if (ASSERT_TRUE(r != NULL, "v1 open")) {
 		ASSERT_EQ(memprof_reader__info(r)->version, 1, "version 1");
@@ -666,9 +642,7 @@ static void test_v1_and_v3(void)
 	info_packet(b, 3);
 	h = H(3, S + 1, S + 2, 0, 1);
 	st = pk_begin(b, &h);
-	loc_new(b, S + 1, 0x10, "a.c", "f");
-	loc_new(b, S + 1, 0x20, "a.c", "g");
-	alloc_two(b, S + 2, 1, 2);
+	locs_alloc(b, S + 1, S + 2, 1, 2);
 	pk_end(b, st);
 	h = H(3, S + 1, S + 3, 10000, 10001);
 	h.domain = 5;

@@ -21,89 +21,66 @@ static struct mp_placement place(const uint8_t *code, size_t len, unsigned int n
 static const uint8_t free_code[] = { 0x48, 0x85, 0xff, 0x0f, 0x84, 0xbf, 0x00, 0x00, 0x00, 0x55,
 				     0x48, 0x8d, 0x77, 0xf0, 0x53, 0xc3 };
 
-static void test_free_moves_to_push(void)
-{
-	struct mp_placement p = place(free_code, sizeof(free_code), 1, false, true);
+/* A placement case: code, the request, and what the placement must be. */
+struct place_case {
+	const char *name;
+	const uint8_t *code;
+	size_t len;
+	unsigned int nargs;
+	bool ret, null_check;
+	uint64_t offset;
+	const char *insn;	/* the probed instruction, if given */
+	bool emulated;		/* checked if true */
+	const char *reason;	/* a word the reason holds, if given */
+};
 
-	ASSERT_EQ(p.offset, 9, "free+9");
-	ASSERT_STREQ(p.insn, "push rbp", "probed instruction");
-	ASSERT_TRUE(p.emulated, "emulated");
-}
+#define CODE(...) (const uint8_t[]){ __VA_ARGS__ }, sizeof((const uint8_t[]){ __VA_ARGS__ })
 
-static void test_free_without_null_rule_keeps_jcc(void)
-{
+static const struct place_case cases[] = {
+	{ "test_free_moves_to_push", free_code, sizeof(free_code), 1, false, true,
+	  .offset = 9, .insn = "push rbp", .emulated = true },
 	/* without rule 3 the je at +3 is the first emulated instruction */
-	struct mp_placement p = place(free_code, sizeof(free_code), 1, false, false);
-
-	ASSERT_EQ(p.offset, 3, "je at +3");
-}
-
-static void test_endbr64_skipped(void)
-{
+	{ "test_free_without_null_rule_keeps_jcc", free_code, sizeof(free_code), 1, false, false,
+	  .offset = 3 },
 	/* _ZdlPv: endbr64; jmp rel32 */
-	static const uint8_t c[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0xe9, 0x87, 0x2f, 0xff, 0xff, 0x90 };
-	struct mp_placement p = place(c, sizeof(c), 1, false, true);
-
-	ASSERT_EQ(p.offset, 4, "past endbr64");
-}
-
-static void test_push_at_entry(void)
-{
+	{ "test_endbr64_skipped", CODE(0xf3, 0x0f, 0x1e, 0xfa, 0xe9, 0x87, 0x2f, 0xff, 0xff, 0x90),
+	  1, false, true, .offset = 4 },
 	/* malloc: push %r12; push %rbp */
-	static const uint8_t c[] = { 0x41, 0x54, 0x55, 0xc3 };
-	struct mp_placement p = place(c, sizeof(c), 1, true, false);
-
-	ASSERT_EQ(p.offset, 0, "entry");
-	ASSERT_TRUE(p.emulated, "emulated");
-}
-
-static void test_hook_check_skipped(void)
-{
+	{ "test_push_at_entry", CODE(0x41, 0x54, 0x55, 0xc3), 1, true, false,
+	  .offset = 0, .emulated = true },
 	/* posix_memalign: cmpb $0,0x140201(%rip); push %r12 */
-	static const uint8_t c[] = { 0x80, 0x3d, 0x01, 0x02, 0x14, 0x00, 0x00, 0x41, 0x54, 0xc3 };
-	struct mp_placement p = place(c, sizeof(c), 3, true, false);
-
-	ASSERT_EQ(p.offset, 7, "past the hook check");
-}
-
-static void test_arg_clobber_keeps_entry(void)
-{
+	{ "test_hook_check_skipped",
+	  CODE(0x80, 0x3d, 0x01, 0x02, 0x14, 0x00, 0x00, 0x41, 0x54, 0xc3), 3, true, false,
+	  .offset = 7 },
 	/* reallocarray: mov %rsi,%rax; mul %rdx; push %rbx */
-	static const uint8_t c[] = { 0x48, 0x89, 0xf0, 0x48, 0xf7, 0xe2, 0x53, 0xc3 };
-	struct mp_placement p = place(c, sizeof(c), 3, true, false);
-
-	ASSERT_EQ(p.offset, 0, "entry kept");
-	ASSERT_TRUE(strstr(p.reason, "rdx") != NULL, "reason names the register");
-}
-
-static void test_rsp_change_keeps_entry(void)
-{
+	{ "test_arg_clobber_keeps_entry", CODE(0x48, 0x89, 0xf0, 0x48, 0xf7, 0xe2, 0x53, 0xc3), 3,
+	  true, false, .offset = 0, .reason = "rdx" },
 	/* endbr64; sub $8,%rsp; push %rbx */
-	static const uint8_t c[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x83, 0xec, 0x08, 0x53, 0xc3 };
-	struct mp_placement p = place(c, sizeof(c), 1, true, false);
-
-	ASSERT_EQ(p.offset, 0, "entry kept");
-}
-
-static void test_branch_into_prologue_keeps_entry(void)
-{
+	{ "test_rsp_change_keeps_entry",
+	  CODE(0xf3, 0x0f, 0x1e, 0xfa, 0x48, 0x83, 0xec, 0x08, 0x53, 0xc3), 1, true, false,
+	  .offset = 0 },
 	/* endbr64; push %rbx; ...; jmp back to the push (+4) */
-	static const uint8_t c[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x53, 0x90, 0xeb, 0xfc };
-	struct mp_placement p = place(c, sizeof(c), 1, false, false);
+	{ "test_branch_into_prologue_keeps_entry",
+	  CODE(0xf3, 0x0f, 0x1e, 0xfa, 0x53, 0x90, 0xeb, 0xfc), 1, false, false,
+	  .offset = 0, .reason = "branch" },
+};
 
-	ASSERT_EQ(p.offset, 0, "entry kept");
-	ASSERT_TRUE(strstr(p.reason, "branch") != NULL, "reason names the branch");
+static void check_case(const struct place_case *c)
+{
+	struct mp_placement p = place(c->code, c->len, c->nargs, c->ret, c->null_check);
+
+	ASSERT_EQ(p.offset, c->offset, "offset");
+	if (c->insn)
+		ASSERT_STREQ(p.insn, c->insn, "probed instruction");
+	if (c->emulated)
+		ASSERT_TRUE(p.emulated, "emulated");
+	if (c->reason)
+		ASSERT_TRUE(strstr(p.reason, c->reason) != NULL, "reason names it");
 }
 
 int main(void)
 {
-	RUN(test_free_moves_to_push);
-	RUN(test_free_without_null_rule_keeps_jcc);
-	RUN(test_endbr64_skipped);
-	RUN(test_push_at_entry);
-	RUN(test_hook_check_skipped);
-	RUN(test_arg_clobber_keeps_entry);
-	RUN(test_rsp_change_keeps_entry);
-	RUN(test_branch_into_prologue_keeps_entry);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		RUN_CASE(cases[i].name, check_case, &cases[i]);
 	return test_exit();
 }

@@ -49,6 +49,15 @@ static void on_frees(void *ctx, const struct mp_free_batch_event *ev, size_t siz
 static const struct mp_preload_batch_ops ops = { .alloc = on_alloc, .frees = on_frees };
 
 /* A record as BPF makes it: the header, then the queue's first MP_PL_QUEUE_ALLOCS + bytes. */
+/* The ids of the blocks the queue @q frees: @n of them, in order. */
+#define Q_FREES(q, ...)								\
+	do {									\
+		const uint64_t ids_[] = { __VA_ARGS__ };			\
+										\
+		(q)->nfree = sizeof(ids_) / sizeof(ids_[0]);			\
+		memcpy((q)->free_ids, ids_, sizeof(ids_));			\
+	} while (0)
+
 struct built {
 	struct memprof_preload_queue q;
 	size_t size;			/* of the record */
@@ -115,9 +124,7 @@ static void test_expand(void)
 	q_add(&b.q, 2000000, 2, GEN, 0);	/* later than the flush: clamped */
 	q_add(&b.q, 600, 3, GEN - 1, 5);	/* another generation: not ours */
 	q_add(&b.q, 700, 4, GEN, MP_MAX_STACK);
-	b.q.free_ids[0] = 3;
-	b.q.free_ids[1] = 1;
-	b.q.nfree = 2;
+	Q_FREES(&b.q, 3, 1);
 	build(&b, MP_PROC_SAMPLING, 64);
 	ASSERT_OK(mp_preload_batch__expand(b.rec, b.size, &ops, &s, &st), "expand");
 	ASSERT_EQ(s.nalloc, 3, "three samples of this generation");
@@ -178,8 +185,7 @@ static void test_malformed(void)
 
 	q_add(&b.q, 500, 1, GEN, 4);
 	q_add(&b.q, 500, 2, GEN, 4);
-	b.q.nfree = 1;
-	b.q.free_ids[0] = 9;
+	Q_FREES(&b.q, 9);
 	build(&b, MP_PROC_SAMPLING, 0);
 	/* every truncation of the record: refused or parsed within it, never read past */
 	for (size_t len = 0; len < b.size; len++) {
@@ -239,10 +245,7 @@ static void test_pulled(void)
 
 	q_add(&b.q, 500, 1, GEN, 2);
 	q_add(&b.q, 500, 2, GEN - 3, 2);	/* not ours, but queued all the same */
-	b.q.free_ids[0] = 1;
-	b.q.free_ids[1] = 9;
-	b.q.free_ids[2] = 2;
-	b.q.nfree = 3;
+	Q_FREES(&b.q, 1, 9, 2);
 	build(&b, MP_PROC_SAMPLING, 0);
 	ASSERT_OK(mp_preload_batch__expand(b.rec, b.size, &ops, &s, &st), "flushed");
 	ASSERT_EQ(s.nids, 3, "a flushed queue's frees all go, after its samples");

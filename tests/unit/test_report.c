@@ -145,6 +145,14 @@ static const struct rp_site *site(const struct rp_model *m, const char *key)
 	return NULL;
 }
 
+/* The samples of site @key of @m, 0 if it has none. */
+static uint64_t samples_at(const struct rp_model *m, const char *key)
+{
+	const struct rp_site *s = site(m, key);
+
+	return s ? s->samples : 0;
+}
+
 static bool near(double a, double b)
 {
 	return fabs(a - b) <= 1e-9 * fmax(1.0, fabs(b));
@@ -292,6 +300,17 @@ static void test_keys(void)
 }
 
 /* Allocator and std:: wrapper trimming, --no-trim, and pprof's focus/ignore/hide/show-from. */
+/* Load the trace @path with options @o and run the block on the model m, then free it. */
+#define WITH_MODEL(o, path, ...)						\
+	do {									\
+		struct rp_model *m = load((o), (path), 1);			\
+										\
+		if (m) {							\
+			__VA_ARGS__;						\
+			rp_model__free(m);					\
+		}								\
+	} while (0)
+
 static void test_filters(void)
 {
 	static const struct ev evs[] = {
@@ -304,8 +323,6 @@ static void test_filters(void)
 	struct rp_options o = { .by = RP_BY_FUNCTION, .top = 10, .tail = 0.1 };
 	char *path = write_trace("filt.ctf", 1.0, evs, sizeof(evs) / sizeof(evs[0]));
 	regex_t focus, ignore, hide, from;
-	const struct rp_site *s;
-	struct rp_model *m;
 
 	if (!path)
 		return;
@@ -313,72 +330,52 @@ static void test_filters(void)
 	ASSERT_OK(regcomp(&ignore, "^foo$", REG_EXTENDED | REG_NOSUB), "regcomp");
 	ASSERT_OK(regcomp(&hide, "^(foo|bar)$", REG_EXTENDED | REG_NOSUB), "regcomp");
 	ASSERT_OK(regcomp(&from, "^foo$", REG_EXTENDED | REG_NOSUB), "regcomp");
-	m = load(&o, &path, 1);
-	if (m) {
-		s = site(m, "foo");
-		ASSERT_EQ(s ? s->samples : 0, 5,
+	WITH_MODEL(&o, &path, {
+		ASSERT_EQ(samples_at(m, "foo"), 5,
 			  "foo: its own and the vector's (wrappers trimmed)");
-		s = site(m, "main");
-		ASSERT_EQ(s ? s->samples : 0, 8, "main: _M_realloc_insert with a return type");
+		ASSERT_EQ(samples_at(m, "main"), 8, "main: _M_realloc_insert with a return type");
 		ASSERT_EQ(m->nsites, 3, "foo, bar, main");
-		rp_model__free(m);
-	}
+	});
 	o.no_trim = true;
-	m = load(&o, &path, 1);
-	if (m) {
-		s = site(m, "operator new(unsigned long)");
-		ASSERT_EQ(s ? s->samples : 0, 12, "--no-trim: operator new");
-		s = site(m, "malloc");
-		ASSERT_EQ(s ? s->samples : 0, 3, "--no-trim: malloc");
-		rp_model__free(m);
-	}
+	WITH_MODEL(&o, &path, {
+		ASSERT_EQ(samples_at(m, "operator new(unsigned long)"), 12,
+			  "--no-trim: operator new");
+		ASSERT_EQ(samples_at(m, "malloc"), 3, "--no-trim: malloc");
+	});
 	o.no_trim = false;
 	o.focus = &focus;
-	m = load(&o, &path, 1);
-	if (m) {
+	WITH_MODEL(&o, &path, {
 		ASSERT_EQ(m->total_samples, 2, "focus bar: the inlined stack only");
 		ASSERT_EQ(m->filtered_out, 3, "three stacks filtered out");
 		ASSERT_NEAR(m->timeline[m->npoints - 1].live_bytes.est, eb(1, 1, 2),
 			    "the timeline sees the filter too");
-		rp_model__free(m);
-	}
+	});
 	o.focus = NULL;
 	o.ignore = &ignore;
-	m = load(&o, &path, 1);
-	if (m) {
+	WITH_MODEL(&o, &path, {
 		ASSERT_EQ(m->total_samples, 10, "ignore foo: bar's and main's");
 		ASSERT_TRUE(site(m, "bar") && site(m, "main") && m->nsites == 2, "sites");
-		rp_model__free(m);
-	}
+	});
 	o.ignore = NULL;
 	o.hide = &hide;
-	m = load(&o, &path, 1);
-	if (m) {
-		s = site(m, "main");
-		ASSERT_EQ(s ? s->samples : 0, 1 + 8, "hide foo|bar: main allocates itself");
-		s = site(m, "baz");
-		ASSERT_EQ(s ? s->samples : 0, 2, "hide: bar's caller baz");
+	WITH_MODEL(&o, &path, {
+		ASSERT_EQ(samples_at(m, "main"), 1 + 8, "hide foo|bar: main allocates itself");
+		ASSERT_EQ(samples_at(m, "baz"), 2, "hide: bar's caller baz");
 		ASSERT_EQ(m->total_samples, 15, "hide drops no sample");
-		rp_model__free(m);
-	}
+	});
 	o.hide = NULL;
 	o.show_from = &from;
 	o.by = RP_BY_STACK;
-	m = load(&o, &path, 1);
-	if (m) {
-		s = site(m, "foo");
-		ASSERT_EQ(s ? s->samples : 0, 5, "show-from foo: stacks start at foo");
+	WITH_MODEL(&o, &path, {
+		ASSERT_EQ(samples_at(m, "foo"), 5, "show-from foo: stacks start at foo");
 		ASSERT_EQ(m->nsites, 1, "stacks without foo dropped");
-		rp_model__free(m);
-	}
+	});
 	o.show_from = NULL;
 	o.focus = &ignore;	/* ^foo$ */
 	o.ignore = &focus;	/* bar */
-	m = load(&o, &path, 1);
-	if (m) {
+	WITH_MODEL(&o, &path, {
 		ASSERT_EQ(m->total_samples, 5, "focus foo, ignore bar");
-		rp_model__free(m);
-	}
+	});
 	regfree(&focus);
 	regfree(&ignore);
 	regfree(&hide);

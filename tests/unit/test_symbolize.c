@@ -35,6 +35,16 @@ static void print_frame(const char *what, const struct mp_frame *f)
 			f->locs[i].line, f->locs[i].start_char);
 }
 
+/* Resolve @addr (a return address if @ra) in @pid into @f, printed as @what; false if not. */
+static bool resolve(struct mp_symbolizer *s, pid_t pid, uint64_t addr, int ra, const char *what,
+		    struct mp_frame *f)
+{
+	if (!ASSERT_OK(mp_symbolizer__resolve(s, pid, addr, ra, f), what))
+		return false;
+	print_frame(what, f);
+	return true;
+}
+
 static uint64_t capture_plain(void)
 {
 	mp_plain_function(1);
@@ -64,19 +74,26 @@ static uint64_t libc_malloc(void)
 	return (uint64_t)(uintptr_t)p;
 }
 
+/* Location @l is @defname's, at @line of a file whose path ends in @file (@what says which). */
+static void check_loc(const struct memprof_location *l, const char *defname, const char *file,
+		      unsigned int line, const char *what)
+{
+	ASSERT_STREQ(l->defname, defname, what);
+	ASSERT_TRUE(ends_with(l->filename, file), what);
+	ASSERT_EQ(l->line, line, what);
+}
+
 static bool check_plain(struct mp_symbolizer *s, pid_t pid, uint64_t ra)
 {
 	struct mp_frame f;
 	char exe[4096];
 	ssize_t n;
 
-	if (!ASSERT_OK(mp_symbolizer__resolve(s, pid, ra, 1, &f), "resolve plain"))
+	if (!resolve(s, pid, ra, 1, "plain", &f))
 		return false;
-	print_frame("plain", &f);
 	ASSERT_EQ(f.nlocs, 1, "plain: one location");
-	ASSERT_STREQ(f.locs[0].defname, "mp_plain_function", "plain: function");
-	ASSERT_TRUE(ends_with(f.locs[0].filename, "tests/unit/symbolize_helper.c"), "plain: file");
-	ASSERT_EQ(f.locs[0].line, mp_line_plain, "plain: line");
+	check_loc(&f.locs[0], "mp_plain_function", "tests/unit/symbolize_helper.c", mp_line_plain,
+		  "plain: function, file and line");
 	ASSERT_TRUE(f.locs[0].start_char > 0, "plain: column");
 	ASSERT_TRUE(f.build_id && strlen(f.build_id) == 40, "plain: build-id");
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -91,17 +108,14 @@ static bool check_inlined(struct mp_symbolizer *s, pid_t pid, uint64_t ra)
 {
 	struct mp_frame f;
 
-	if (!ASSERT_OK(mp_symbolizer__resolve(s, pid, ra, 1, &f), "resolve inlined"))
+	if (!resolve(s, pid, ra, 1, "inlined", &f))
 		return false;
-	print_frame("inlined", &f);
 	if (!ASSERT_EQ(f.nlocs, 2, "inlined: caller and inlined callee"))
 		return false;
-	ASSERT_STREQ(f.locs[0].defname, "mp_outer_function", "inlined: caller first");
-	ASSERT_EQ(f.locs[0].line, mp_line_outer, "inlined: call site line");
-	ASSERT_TRUE(ends_with(f.locs[0].filename, "symbolize_helper.c"), "inlined: caller file");
-	ASSERT_STREQ(f.locs[1].defname, "inlined_helper", "inlined: callee last");
-	ASSERT_EQ(f.locs[1].line, mp_line_inner, "inlined: callee line");
-	ASSERT_TRUE(ends_with(f.locs[1].filename, "symbolize_helper.c"), "inlined: callee file");
+	check_loc(&f.locs[0], "mp_outer_function", "symbolize_helper.c", mp_line_outer,
+		  "inlined: the caller first, at the call site");
+	check_loc(&f.locs[1], "inlined_helper", "symbolize_helper.c", mp_line_inner,
+		  "inlined: the callee last");
 	return test_ok;
 }
 
@@ -109,13 +123,11 @@ static bool check_cxx(struct mp_symbolizer *s, pid_t pid, uint64_t ra)
 {
 	struct mp_frame f;
 
-	if (!ASSERT_OK(mp_symbolizer__resolve(s, pid, ra, 1, &f), "resolve C++"))
+	if (!resolve(s, pid, ra, 1, "c++", &f))
 		return false;
-	print_frame("c++", &f);
 	ASSERT_EQ(f.nlocs, 1, "c++: one location");
-	ASSERT_STREQ(f.locs[0].defname, "ns::Class::method(int)", "c++: demangled name");
-	ASSERT_TRUE(ends_with(f.locs[0].filename, "symbolize_cxx.cc"), "c++: file");
-	ASSERT_EQ(f.locs[0].line, mp_line_cxx, "c++: line");
+	check_loc(&f.locs[0], "ns::Class::method(int)", "symbolize_cxx.cc", mp_line_cxx,
+		  "c++: demangled name, file and line");
 	return test_ok;
 }
 
@@ -126,9 +138,8 @@ static bool check_malloc(struct mp_symbolizer *s, pid_t pid, uint64_t addr)
 
 	if (!ASSERT_TRUE(addr, "dlsym(libc, malloc)"))
 		return false;
-	if (!ASSERT_OK(mp_symbolizer__resolve(s, pid, addr, 0, &f), "resolve malloc"))
+	if (!resolve(s, pid, addr, 0, "malloc", &f))
 		return false;
-	print_frame("malloc", &f);
 	if (!ASSERT_TRUE(f.nlocs >= 1, "malloc: locations"))
 		return false;
 	name = f.locs[f.nlocs - 1].defname;
@@ -179,8 +190,7 @@ static void test_no_debuginfo(void)
 		dlclose(h);
 	if (!ASSERT_TRUE(s && fn, "setup"))
 		goto out;
-	if (ASSERT_OK(mp_symbolizer__resolve(s, getpid(), (uintptr_t)fn + 4, 0, &f), "resolve")) {
-		print_frame("elf_begin", &f);
+	if (resolve(s, getpid(), (uintptr_t)fn + 4, 0, "elf_begin", &f)) {
 		ASSERT_EQ(f.nlocs, 1, "one location");
 		ASSERT_STREQ(f.locs[0].defname, "elf_begin", "name from .dynsym");
 		ASSERT_TRUE(f.build_id && f.object && strstr(f.object, "/libelf"), "object");
@@ -229,8 +239,7 @@ static void test_minidebuginfo(void)
 	if (!ASSERT_TRUE(in && fgets(line, sizeof(line), in) && sscanf(line, "%llx", &addr) == 1,
 			 "address from symbolize_minidebug"))
 		goto kill;
-	if (ASSERT_OK(mp_symbolizer__resolve(s, pid, addr + 1, 0, &f), "resolve")) {
-		print_frame("minidebuginfo", &f);
+	if (resolve(s, pid, addr + 1, 0, "minidebuginfo", &f)) {
 		ASSERT_STREQ(f.locs[0].defname, "mp_minidebug_static_function", "name");
 		ASSERT_STREQ(f.locs[0].filename, "symbolize_minidebug", "file");
 	}
@@ -247,9 +256,8 @@ static bool check_anon(struct mp_symbolizer *s, uint64_t addr, const char *defna
 {
 	struct mp_frame f;
 
-	if (!ASSERT_OK(mp_symbolizer__resolve(s, getpid(), addr, 0, &f), "resolve anonymous"))
+	if (!resolve(s, getpid(), addr, 0, "anon", &f))
 		return false;
-	print_frame("anon", &f);
 	ASSERT_EQ(f.nlocs, 1, "anon: one location");
 	ASSERT_STREQ(f.locs[0].defname, defname, "anon: name");
 	ASSERT_TRUE(!f.object && !f.build_id, "anon: no object");

@@ -26,23 +26,72 @@
 #define MAX_FRAMES	128
 #define DEEP_FRAMES	1024
 
-/* End of the [stack] mapping of @pid. */
-static uint64_t stack_end(pid_t pid)
+struct mapping {
+	unsigned long long lo, hi, off;
+	char perms[8], file[4096];
+};
+
+/* @match's value for the first mapping of @pid for which it is not 0, or 0. */
+static uint64_t maps_find(pid_t pid, uint64_t (*match)(const struct mapping *m, const char *arg),
+			  const char *arg)
 {
-	char path[64], line[512];
-	unsigned long long lo, hi;
-	uint64_t end = 0;
+	char path[64], line[4200];
+	uint64_t r = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (strstr(line, "[stack]") && sscanf(line, "%llx-%llx", &lo, &hi) == 2)
-			end = hi;
-	fclose(f);
-	return end;
+	while (f && !r && fgets(line, sizeof(line), f)) {
+		struct mapping m = { .file = "" };
+
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %4095s", &m.lo, &m.hi, m.perms, &m.off,
+			   m.file) >= 4)
+			r = match(&m, arg);
+	}
+	if (f)
+		fclose(f);
+	return r;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && !strcmp(s + n - k, suffix);
+}
+
+static uint64_t end_if_stack(const struct mapping *m, const char *arg)
+{
+	(void)arg;
+	return !strcmp(m->file, "[stack]") ? m->hi : 0;
+}
+
+static uint64_t base_if_object(const struct mapping *m, const char *suffix)
+{
+	return !m->off && ends_with(m->file, suffix) ? m->lo : 0;
+}
+
+static uint64_t middle_if_exec(const struct mapping *m, const char *suffix)
+{
+	return m->perms[2] == 'x' && ends_with(m->file, suffix) ? m->lo + (m->hi - m->lo) / 2 : 0;
+}
+
+/* End of the [stack] mapping of @pid. */
+static uint64_t stack_end(pid_t pid)
+{
+	return maps_find(pid, end_if_stack, NULL);
+}
+
+/* Base address of the object mapped from a path ending in @suffix (offset 0) in @pid. */
+static uint64_t object_base(pid_t pid, const char *suffix)
+{
+	return maps_find(pid, base_if_object, suffix);
+}
+
+/* The middle of @pid's first executable mapping of a path ending in @suffix, or 0. */
+static uint64_t exec_mapping(pid_t pid, const char *suffix)
+{
+	return maps_find(pid, middle_if_exec, suffix);
 }
 
 struct symframe {
@@ -78,6 +127,31 @@ static int find_frame(const struct symframe *sf, unsigned int n, const char *nam
 	return -1;
 }
 
+/*
+ * UW_TEST(name) { body }: a test whose body gets a fresh symbolizer @s and unwinder @u, freed
+ * after it returns. Not inlined: the chains' unwinds must reach main's own frame.
+ */
+typedef void uw_body_fn(struct mp_symbolizer *s, struct mp_unwinder *u);
+
+static void with_unwinder(uw_body_fn *body)
+{
+	struct mp_symbolizer *s = mp_symbolizer__new();
+	struct mp_unwinder *u = mp_unwinder__new(s, NULL);
+
+	if (ASSERT_TRUE(s && u, "new"))
+		body(s, u);
+	mp_unwinder__free(u);
+	mp_symbolizer__free(s);
+}
+
+#define UW_TEST(name)								\
+	static uw_body_fn name##_body;						\
+	__attribute__((noinline)) static void name(void)			\
+	{									\
+		with_unwinder(name##_body);					\
+	}									\
+	static void name##_body(struct mp_symbolizer *s, struct mp_unwinder *u)
+
 static int (*volatile chain_cfi)(int) = mp_uw_f1;
 static int (*volatile chain_fp)(int) = mp_uw_fp_f1;
 
@@ -102,73 +176,56 @@ static unsigned int capture_and_unwind(struct mp_symbolizer *s, struct mp_unwind
 	return n;
 }
 
-/* f1 -> f2 -> f3 built -fomit-frame-pointer: CFI all the way to main. */
-static void test_cfi(void)
+/* Run and unwind @chain: its frames #0 to #3 are @names, and main is reached. */
+static bool unwind_chain(struct mp_symbolizer *s, struct mp_unwinder *u, int (*chain)(int),
+			 const char *const names[4], struct symframe *sf)
 {
-	struct mp_symbolizer *s = mp_symbolizer__new();
-	struct mp_unwinder *u = mp_unwinder__new(s, NULL);
+	unsigned int n = capture_and_unwind(s, u, chain, sf);
+
+	if (!ASSERT_TRUE(n >= 5, "frames"))
+		return false;
+	for (int i = 0; i < 4; i++)
+		ASSERT_STREQ(sf[i].name, names[i], "frame #0 to #3");
+	return ASSERT_TRUE(find_frame(sf, n, "main") > 3, "main reached");
+}
+
+/* f1 -> f2 -> f3 built -fomit-frame-pointer: CFI all the way to main. */
+UW_TEST(test_cfi)
+{
+	static const char *const names[] = { "f3", "f2", "mp_uw_f1", "capture_and_unwind" };
 	struct symframe sf[MAX_FRAMES];
 	struct mp_unwinder_stats st;
-	unsigned int n;
 
-	if (!ASSERT_TRUE(s && u, "new"))
-		goto out;
-	n = capture_and_unwind(s, u, chain_cfi, sf);
-	if (!ASSERT_TRUE(n >= 5, "frames"))
-		goto out;
-	ASSERT_STREQ(sf[0].name, "f3", "#0");
+	if (!unwind_chain(s, u, chain_cfi, names, sf))
+		return;
 	ASSERT_EQ(sf[0].line, mp_uw.line_f3, "#0 line");
 	ASSERT_TRUE(strstr(sf[0].file, "unwind_helper.c") != NULL, "#0 file");
-	ASSERT_STREQ(sf[1].name, "f2", "#1");
 	ASSERT_EQ(sf[1].line, mp_uw.line_f2, "#1 line (call of f3)");
-	ASSERT_STREQ(sf[2].name, "mp_uw_f1", "#2");
 	ASSERT_EQ(sf[2].line, mp_uw.line_f1, "#2 line (call of f2)");
-	ASSERT_STREQ(sf[3].name, "capture_and_unwind", "#3");
-	ASSERT_TRUE(find_frame(sf, n, "main") > 3, "main reached");
 	mp_unwinder__stats(u, &st);
 	ASSERT_EQ(st.complete, 1, "unwound to the outermost frame");
-out:
-	mp_unwinder__free(u);
-	mp_symbolizer__free(s);
 }
 
 /* fp_f1 -> fp_f2 -> fp_f3 without any CFI: the frame-pointer fallback, then CFI again. */
-static void test_frame_pointers(void)
+UW_TEST(test_frame_pointers)
 {
-	struct mp_symbolizer *s = mp_symbolizer__new();
-	struct mp_unwinder *u = mp_unwinder__new(s, NULL);
+	static const char *const names[] = { "fp_f3", "fp_f2", "mp_uw_fp_f1",
+					     "capture_and_unwind" };
 	struct symframe sf[MAX_FRAMES];
-	unsigned int n;
 
-	if (!ASSERT_TRUE(s && u, "new"))
-		goto out;
-	n = capture_and_unwind(s, u, chain_fp, sf);
-	if (!ASSERT_TRUE(n >= 5, "frames"))
-		goto out;
-	ASSERT_STREQ(sf[0].name, "fp_f3", "#0");
-	ASSERT_STREQ(sf[1].name, "fp_f2", "#1");
-	ASSERT_STREQ(sf[2].name, "mp_uw_fp_f1", "#2");
-	ASSERT_STREQ(sf[3].name, "capture_and_unwind", "#3");
-	ASSERT_TRUE(find_frame(sf, n, "main") > 3, "main reached");
-out:
-	mp_unwinder__free(u);
-	mp_symbolizer__free(s);
+	unwind_chain(s, u, chain_fp, names, sf);
 }
 
 /* A window too small for the whole stack: the frames inside it, counted as out of window;
  * a window of one frame's size: still frame 0 and its caller. */
-static void test_short_window(void)
+UW_TEST(test_short_window)
 {
-	struct mp_symbolizer *s = mp_symbolizer__new();
-	struct mp_unwinder *u = mp_unwinder__new(s, NULL);
 	struct mp_unwinder_stats st;
 	struct symframe sf[MAX_FRAMES];
 	uint64_t frames[MAX_FRAMES];
 	struct mp_regs regs;
 	unsigned int n = 0;
 
-	if (!ASSERT_TRUE(s && u, "new"))
-		goto out;
 	mp_uw.len = 0;
 	chain_cfi(1);
 	regs = (struct mp_regs){ mp_uw.ip, mp_uw.sp, mp_uw.bp };
@@ -190,9 +247,6 @@ static void test_short_window(void)
 	ASSERT_EQ(st.truncated, 1, "truncated counted");
 	ASSERT_EQ(mp_unwinder__unwind(u, getpid(), NULL, NULL, 0, frames, 2, &n), -EINVAL,
 		  "no registers");
-out:
-	mp_unwinder__free(u);
-	mp_symbolizer__free(s);
 }
 
 /*
@@ -211,44 +265,86 @@ static const char python_script[] =
 	"while True:\n"
 	"    top(200)\n";
 
-static void test_python(void)
+/* SIGKILL @pid and reap it, then close @fd (its stdout). */
+static void stop_child(pid_t pid, int fd)
 {
-	struct mp_symbolizer *s = mp_symbolizer__new();
-	struct mp_unwinder *u = mp_unwinder__new(s, NULL);
+	int status;
+
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	close(fd);
+}
+
+/*
+ * Start python3 -c @script [@arg] with its stdout on a pipe; once it wrote its first byte,
+ * seize it with ptrace if @seize. Returns its pid (*@fd the pipe) or -1, the child gone.
+ */
+static pid_t start_python(const char *script, const char *arg, bool seize, int *fd)
+{
+	int pipefd[2];
+	pid_t pid;
+	char c;
+
+	if (!ASSERT_OK(pipe(pipefd), "pipe"))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(pipefd[1], 1);
+		close(pipefd[0]);
+		execl("/usr/bin/python3", "python3", "-c", script, arg, (char *)NULL);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	*fd = pipefd[0];
+	if (pid > 0 && ASSERT_TRUE(read(pipefd[0], &c, 1) == 1, "python started") &&
+	    (!seize || ASSERT_OK(ptrace(PTRACE_SEIZE, pid, 0, 0) ? -errno : 0, "PTRACE_SEIZE")))
+		return pid;
+	stop_child(pid, pipefd[0]);
+	return -1;
+}
+
+/*
+ * Copy @pid's stack from @ur's sp to the end of its [stack] mapping (at most STACK_COPY bytes)
+ * into @stack, as BPF copies it at a probe; *@regs the registers that go with it. Returns the
+ * bytes copied or a negative number.
+ */
+static ssize_t copy_stack(pid_t pid, const struct user_regs_struct *ur, unsigned char *stack,
+			  struct mp_regs *regs)
+{
+	uint64_t end = stack_end(pid);
+	ssize_t len = end > ur->rsp ? (ssize_t)(end - ur->rsp) : 0;
+	struct iovec local, remote;
+
+	*regs = (struct mp_regs){ ur->rip, ur->rsp, ur->rbp };
+	if (len > STACK_COPY)
+		len = STACK_COPY;
+	local = (struct iovec){ stack, (size_t)len };
+	remote = (struct iovec){ (void *)(uintptr_t)ur->rsp, (size_t)len };
+	return process_vm_readv(pid, &local, 1, &remote, 1, 0);
+}
+
+UW_TEST(test_python)
+{
 	static unsigned char stack[STACK_COPY], last_stack[STACK_COPY];
 	uint64_t used_max = 0, used_sum = 0, last[MAX_FRAMES], again[MAX_FRAMES];
 	unsigned int ok = 0, samples = 0, nlast = 0, n2 = 0;
 	struct mp_regs last_regs = { 0 };
 	size_t last_len = 0;
-	int pipefd[2], status, r;
-	char c;
-	pid_t pid;
+	int fd, status, r;
+	pid_t pid = start_python(python_script, NULL, true, &fd);
 
-	if (!ASSERT_TRUE(s && u, "new"))
-		goto out;
-	if (!ASSERT_OK(pipe(pipefd), "pipe"))
-		goto out;
-	pid = fork();
-	if (pid == 0) {
-		dup2(pipefd[1], 1);
-		close(pipefd[0]);
-		execl("/usr/bin/python3", "python3", "-c", python_script, (char *)NULL);
-		_exit(127);
-	}
-	close(pipefd[1]);
-	if (!ASSERT_TRUE(read(pipefd[0], &c, 1) == 1, "python started") ||
-	    !ASSERT_OK(ptrace(PTRACE_SEIZE, pid, 0, 0) ? -errno : 0, "PTRACE_SEIZE"))
-		goto kill;
+	if (pid < 0)
+		return;
 	for (int i = 0; i < 40; i++) {
 		struct timespec ts = { 0, 2000000 + 137000 * i };	/* let it run a little */
 		struct user_regs_struct ur;
 		struct symframe sf[MAX_FRAMES];
 		uint64_t frames[MAX_FRAMES];
 		struct mp_unwinder_stats st;
-		struct iovec local, remote;
 		unsigned int n = 0;
 		struct mp_regs regs;
-		uint64_t end;
 		ssize_t len;
 
 		nanosleep(&ts, NULL);
@@ -256,14 +352,7 @@ static void test_python(void)
 			break;
 		if (ptrace(PTRACE_GETREGS, pid, 0, &ur))
 			break;
-		end = stack_end(pid);
-		regs = (struct mp_regs){ ur.rip, ur.rsp, ur.rbp };
-		len = end > ur.rsp ? (ssize_t)(end - ur.rsp) : 0;
-		if (len > STACK_COPY)
-			len = STACK_COPY;
-		local = (struct iovec){ stack, (size_t)len };
-		remote = (struct iovec){ (void *)(uintptr_t)ur.rsp, (size_t)len };
-		len = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+		len = copy_stack(pid, &ur, stack, &regs);
 		if (len > 0 && !mp_unwinder__unwind(u, pid, &regs, stack, (size_t)len, frames,
 						    MAX_FRAMES, &n)) {
 			samples++;
@@ -291,10 +380,7 @@ static void test_python(void)
 		ok ? used_sum / ok : 0, used_max);
 	ASSERT_TRUE(samples >= 20, "samples taken");
 	ASSERT_EQ(ok, samples, "all unwound");
-kill:
-	kill(pid, SIGKILL);
-	waitpid(pid, &status, 0);
-	close(pipefd[0]);
+	stop_child(pid, fd);
 	/*
 	 * Events are processed after the process exited: the last stack unwinds the same, with
 	 * the session held and with a new one built from the symbolizer's snapshot.
@@ -312,35 +398,6 @@ kill:
 				    "same frames after exit");
 		}
 	}
-out:
-	mp_unwinder__free(u);
-	mp_symbolizer__free(s);
-}
-
-/* Base address of the object mapped from @path_suffix (offset 0) in @pid. */
-static uint64_t object_base(pid_t pid, const char *path_suffix)
-{
-	char path[64], line[512];
-	unsigned long long lo, hi, off;
-	uint64_t base = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (!base && fgets(line, sizeof(line), f)) {
-		char *nl = strchr(line, '\n');
-
-		if (nl)
-			*nl = 0;
-		if (sscanf(line, "%llx-%llx %*s %llx", &lo, &hi, &off) == 3 && !off &&
-		    strlen(line) > strlen(path_suffix) &&
-		    !strcmp(line + strlen(line) - strlen(path_suffix), path_suffix))
-			base = lo;
-	}
-	fclose(f);
-	return base;
 }
 
 /*
@@ -369,11 +426,10 @@ static void python_at_malloc(const char *depth, unsigned int want)
 	uint64_t used_max = 0, used_sum = 0, frames_max = 0, addr, my_malloc;
 	unsigned int ok = 0, samples = 0;
 	double unwind_s = 0;
-	int pipefd[2], status;
+	int fd, status;
 	long orig;
 	Dl_info dli;
 	void *h;
-	char c;
 	pid_t pid;
 
 	h = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
@@ -383,19 +439,9 @@ static void python_at_malloc(const char *depth, unsigned int want)
 	if (!ASSERT_TRUE(s && u && my_malloc, "setup") ||
 	    !ASSERT_TRUE(dladdr((void *)(uintptr_t)my_malloc, &dli), "dladdr malloc"))
 		goto out;
-	if (!ASSERT_OK(pipe(pipefd), "pipe"))
+	pid = start_python(python_deep_script, depth, true, &fd);
+	if (pid < 0)
 		goto out;
-	pid = fork();
-	if (pid == 0) {
-		dup2(pipefd[1], 1);
-		close(pipefd[0]);
-		execl("/usr/bin/python3", "python3", "-c", python_deep_script, depth, (char *)NULL);
-		_exit(127);
-	}
-	close(pipefd[1]);
-	if (!ASSERT_TRUE(read(pipefd[0], &c, 1) == 1, "python started") ||
-	    !ASSERT_OK(ptrace(PTRACE_SEIZE, pid, 0, 0) ? -errno : 0, "PTRACE_SEIZE"))
-		goto kill;
 	if (ptrace(PTRACE_INTERRUPT, pid, 0, 0) || waitpid(pid, &status, 0) != pid)
 		goto kill;
 	/* the same libc file as ours: same offset of malloc */
@@ -412,11 +458,9 @@ static void python_at_malloc(const char *depth, unsigned int want)
 		static struct symframe sf[DEEP_FRAMES];
 		static uint64_t frames[DEEP_FRAMES];
 		struct mp_unwinder_stats st;
-		struct iovec local, remote;
 		unsigned int n = 0;
 		struct timespec t0, t1;
 		struct mp_regs regs;
-		uint64_t end;
 		ssize_t len;
 		int r;
 
@@ -426,14 +470,7 @@ static void python_at_malloc(const char *depth, unsigned int want)
 		    ptrace(PTRACE_GETREGS, pid, 0, &ur) || ur.rip != addr + 1)
 			break;
 		ur.rip = addr;
-		end = stack_end(pid);
-		regs = (struct mp_regs){ ur.rip, ur.rsp, ur.rbp };
-		len = end > ur.rsp ? (ssize_t)(end - ur.rsp) : 0;
-		if (len > STACK_COPY)
-			len = STACK_COPY;
-		local = (struct iovec){ stack, (size_t)len };
-		remote = (struct iovec){ (void *)(uintptr_t)ur.rsp, (size_t)len };
-		len = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+		len = copy_stack(pid, &ur, stack, &regs);
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		r = len > 0 ? mp_unwinder__unwind(u, pid, &regs, stack, (size_t)len, frames,
 						  DEEP_FRAMES, &n) : -EIO;
@@ -469,9 +506,7 @@ static void python_at_malloc(const char *depth, unsigned int want)
 	ASSERT_EQ(samples, want, "samples taken");
 	ASSERT_EQ(ok, samples, "all unwound");
 kill:
-	kill(pid, SIGKILL);
-	waitpid(pid, &status, 0);
-	close(pipefd[0]);
+	stop_child(pid, fd);
 out:
 	mp_unwinder__free(u);
 	mp_symbolizer__free(s);
@@ -501,49 +536,18 @@ static bool can_ptrace_children(void)
 	return r == 0;
 }
 
-/* Start of @pid's first executable mapping of a path ending in @suffix, or 0. */
-static uint64_t exec_mapping(pid_t pid, const char *suffix)
-{
-	char path[64], line[4200], perms[8], file[4096];
-	unsigned long long lo, hi;
-	uint64_t r = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	f = fopen(path, "re");
-	while (f && !r && fgets(line, sizeof(line), f)) {
-		size_t n;
-
-		file[0] = '\0';
-		if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %4095s", &lo, &hi, perms, file) < 3)
-			continue;
-		n = strlen(file);
-		if (perms[2] == 'x' && n >= strlen(suffix) &&
-		    !strcmp(file + n - strlen(suffix), suffix))
-			r = lo + (hi - lo) / 2;
-	}
-	if (f)
-		fclose(f);
-	return r;
-}
-
 /*
  * AUTO's judgement (mp_unwinder__frame_pointers): this test program is built with frame
  * pointers (the Makefile's BASE_CFLAGS); Debian's libc and python3 are not; an address in no
  * mapping is what a frame-pointer walk through code without them finds.
  */
-static void test_fp_judgement(void)
+UW_TEST(test_fp_judgement)
 {
-	struct mp_symbolizer *s = mp_symbolizer__new();
-	struct mp_unwinder *u = mp_unwinder__new(s, NULL);
 	struct mp_unwinder_stats st;
 	uint64_t libc = exec_mapping(getpid(), "/libc.so.6"), py;
-	int pipefd[2], status;
 	pid_t pid;
-	char c;
+	int fd;
 
-	if (!ASSERT_TRUE(s && u, "new"))
-		goto out;
 	ASSERT_EQ(mp_unwinder__frame_pointers(u, getpid(), (uint64_t)(uintptr_t)test_cfi), 1,
 		  "this program keeps frame pointers");
 	ASSERT_TRUE(libc != 0, "libc mapped");
@@ -553,30 +557,18 @@ static void test_fp_judgement(void)
 	mp_unwinder__stats(u, &st);
 	ASSERT_EQ(st.objects_judged, 2, "each object judged once");
 	ASSERT_EQ(st.objects_without_fp, 1, "one without frame pointers");
-	if (access("/usr/bin/python3", X_OK) || pipe(pipefd))
-		goto out;
-	pid = fork();
-	if (pid == 0) {
-		dup2(pipefd[1], 1);
-		close(pipefd[0]);
-		execl("/usr/bin/python3", "python3", "-c",
-		      "import sys, time; print('x', flush=True); time.sleep(10)", (char *)NULL);
-		_exit(127);
-	}
-	close(pipefd[1]);
-	if (ASSERT_TRUE(read(pipefd[0], &c, 1) == 1, "python started")) {
-		py = exec_mapping(pid, "/python3.11");
-		if (!py)
-			py = exec_mapping(pid, "/python3");
-		ASSERT_TRUE(py != 0, "python3 mapped");
-		ASSERT_EQ(mp_unwinder__frame_pointers(u, pid, py), 0, "python3 does not");
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &status, 0);
-	close(pipefd[0]);
-out:
-	mp_unwinder__free(u);
-	mp_symbolizer__free(s);
+	if (access("/usr/bin/python3", X_OK))
+		return;
+	pid = start_python("import sys, time; print('x', flush=True); time.sleep(10)", NULL,
+			   false, &fd);
+	if (pid < 0)
+		return;
+	py = exec_mapping(pid, "/python3.11");
+	if (!py)
+		py = exec_mapping(pid, "/python3");
+	ASSERT_TRUE(py != 0, "python3 mapped");
+	ASSERT_EQ(mp_unwinder__frame_pointers(u, pid, py), 0, "python3 does not");
+	stop_child(pid, fd);
 }
 
 int main(void)

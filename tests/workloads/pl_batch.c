@@ -27,38 +27,19 @@
 
 #define SIZE 2000
 
-static void *volatile sink;
+WL_SITE(batch_site_exit, (void), malloc(SIZE))
+WL_SITE(batch_site_fp, (void), malloc(SIZE))
+WL_SITE(batch_site_parent, (void), malloc(SIZE))
+WL_SITE(batch_site_child, (void), malloc(SIZE))
 
-static __attribute__((noipa)) void *batch_site_exit(void)
+/* The child of "fork": @n live blocks at its own site, then exit. */
+static void child(long n)
 {
-	void *p = malloc(SIZE);
-
-	sink = p;
-	return p;
-}
-
-static __attribute__((noipa)) void *batch_site_fp(void)
-{
-	void *p = malloc(SIZE);
-
-	sink = p;
-	return p;
-}
-
-static __attribute__((noipa)) void *batch_site_parent(void)
-{
-	void *p = malloc(SIZE);
-
-	sink = p;
-	return p;
-}
-
-static __attribute__((noipa)) void *batch_site_child(void)
-{
-	void *p = malloc(SIZE);
-
-	sink = p;
-	return p;
+	for (long i = 0; i < n; i++)
+		batch_site_child();
+	printf("CHILD_TRUTH batch_site_child blocks=%ld\n", n);
+	fflush(stdout);
+	exit(0);
 }
 
 static void *freer(void *p)
@@ -77,8 +58,8 @@ int main(int argc, char **argv)
 	}
 	/* The allocation that arms the library is not sampled (a fresh countdown starts after
 	 * it): make it this one, not the first at a site. */
-	sink = malloc(16);
-	free(sink);
+	wl_sink = malloc(16);
+	free(wl_sink);
 	if (!strcmp(argv[1], "exit")) {
 		for (long i = 0; i < n; i++)
 			batch_site_exit();
@@ -109,16 +90,9 @@ int main(int argc, char **argv)
 			batch_site_parent();
 		fflush(stdout);
 		pid = fork();
-		if (pid < 0)
-			return 1;
-		if (pid == 0) {
-			for (long i = 0; i < n; i++)
-				batch_site_child();
-			printf("CHILD_TRUTH batch_site_child blocks=%ld\n", n);
-			fflush(stdout);
-			exit(0);
-		}
-		if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		if (pid == 0)
+			child(n);
+		if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
 			return 1;
 		truth("batch_site_parent", (uint64_t)n * words(SIZE), (uint64_t)n * words(SIZE),
 		      (uint64_t)n);

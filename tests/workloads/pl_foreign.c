@@ -25,27 +25,21 @@
 #include <string.h>
 #include <unistd.h>
 
+/*
+ * Per allocator: OWNED(p, n) whether it owns @p with at least @n usable bytes; OWN_FREE(p, n),
+ * OWN_ALLOC(n), OWN_REALLOC(p, n) its own calls; COUNTED() the bytes it says it allocated
+ * (UINT64_MAX: no cheap counter, ownership checks only).
+ */
 #if defined(PL_JE)
 #include <jemalloc/jemalloc.h>
-#define ALLOCATOR "jemalloc"
-static int owned(void *p, size_t n)
-{
-	return sallocx(p, 0) >= n;
-}
-static void own_free(void *p, size_t n)
-{
-	sdallocx(p, n, 0);
-}
-static void *own_alloc(size_t n)
-{
-	return mallocx(n, 0);
-}
-static void *own_realloc(void *p, size_t n)
-{
-	return rallocx(p, n, 0);
-}
+#define ALLOCATOR		"jemalloc"
+#define OWNED(p, n)		(sallocx(p, 0) >= (n))
+#define OWN_FREE(p, n)		sdallocx(p, n, 0)
+#define OWN_ALLOC(n)		mallocx(n, 0)
+#define OWN_REALLOC(p, n)	rallocx(p, n, 0)
+#define COUNTED()		je_thread_allocated()
 /* jemalloc's per-thread count of bytes it allocated: proves malloc reached jemalloc. */
-static uint64_t counted(void)
+static uint64_t je_thread_allocated(void)
 {
 	uint64_t v = 0;
 	size_t sz = sizeof(v);
@@ -55,24 +49,14 @@ static uint64_t counted(void)
 #elif defined(PL_TC)
 #include <gperftools/malloc_extension_c.h>
 #include <gperftools/tcmalloc.h>
-#define ALLOCATOR "tcmalloc"
-static int owned(void *p, size_t n)
-{
-	return MallocExtension_GetOwnership(p) == MallocExtension_kOwned && tc_malloc_size(p) >= n;
-}
-static void own_free(void *p, size_t n)
-{
-	(n & 1) ? tc_free(p) : tc_free_sized(p, n);
-}
-static void *own_alloc(size_t n)
-{
-	return tc_malloc(n);
-}
-static void *own_realloc(void *p, size_t n)
-{
-	return tc_realloc(p, n);
-}
-static uint64_t counted(void)
+#define ALLOCATOR		"tcmalloc"
+#define OWNED(p, n)		(MallocExtension_GetOwnership(p) == MallocExtension_kOwned && \
+				 tc_malloc_size(p) >= (n))
+#define OWN_FREE(p, n)		((n) & 1 ? tc_free(p) : tc_free_sized(p, n))
+#define OWN_ALLOC(n)		tc_malloc(n)
+#define OWN_REALLOC(p, n)	tc_realloc(p, n)
+#define COUNTED()		tc_current_allocated()
+static uint64_t tc_current_allocated(void)
 {
 	size_t v = 0;
 
@@ -81,30 +65,40 @@ static uint64_t counted(void)
 }
 #elif defined(PL_MI)
 #include <mimalloc.h>
-#define ALLOCATOR "mimalloc"
-static int owned(void *p, size_t n)
-{
-	return mi_is_in_heap_region(p) && mi_usable_size(p) >= n;
-}
-static void own_free(void *p, size_t n)
-{
-	(n & 1) ? mi_free(p) : mi_free_size(p, n);
-}
-static void *own_alloc(size_t n)
-{
-	return mi_malloc(n);
-}
-static void *own_realloc(void *p, size_t n)
-{
-	return mi_realloc(p, n);
-}
-static uint64_t counted(void)
-{
-	return UINT64_MAX;	/* no cheap counter: ownership checks only */
-}
+#define ALLOCATOR		"mimalloc"
+#define OWNED(p, n)		(mi_is_in_heap_region(p) && mi_usable_size(p) >= (n))
+#define OWN_FREE(p, n)		((n) & 1 ? mi_free(p) : mi_free_size(p, n))
+#define OWN_ALLOC(n)		mi_malloc(n)
+#define OWN_REALLOC(p, n)	mi_realloc(p, n)
+#define COUNTED()		UINT64_MAX
 #else
 #error "define PL_JE, PL_TC or PL_MI"
 #endif
+
+static int owned(void *p, size_t n)
+{
+	return OWNED(p, n);
+}
+
+static void own_free(void *p, size_t n)
+{
+	OWN_FREE(p, n);
+}
+
+static void *own_alloc(size_t n)
+{
+	return OWN_ALLOC(n);
+}
+
+static void *own_realloc(void *p, size_t n)
+{
+	return OWN_REALLOC(p, n);
+}
+
+static uint64_t counted(void)
+{
+	return COUNTED();
+}
 
 /* The C++ operators, called by their mangled names (each allocator library defines them). */
 void *op_new(size_t n) __asm__("_Znwm");

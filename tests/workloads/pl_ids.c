@@ -32,43 +32,15 @@
 
 #define SIZE 2000
 
-static void *volatile sink;
 static int to_freer[2], to_main[2];
-
-static __attribute__((noipa)) void *ids_site_first(void)
-{
-	void *p = malloc(SIZE);
-
-	sink = p;
-	return p;
-}
-
-static __attribute__((noipa)) void *ids_site_second(void)
-{
-	void *p = malloc(SIZE);
-
-	sink = p;
-	return p;
-}
-
-static __attribute__((noipa)) void *ids_site_exit(void)
-{
-	void *p = malloc(SIZE);
-
-	sink = p;
-	return p;
-}
 
 #define MAP_LEN 8192
 
-static __attribute__((noipa)) void *ids_site_remap(void *at)
-{
-	void *p = mmap(at, MAP_LEN, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED : 0), -1, 0);
-
-	sink = p;
-	return p;
-}
+WL_SITE(ids_site_first, (void), malloc(SIZE))
+WL_SITE(ids_site_second, (void), malloc(SIZE))
+WL_SITE(ids_site_exit, (void), malloc(SIZE))
+WL_SITE(ids_site_remap, (void *at), mmap(at, MAP_LEN, PROT_READ | PROT_WRITE,
+					 MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED : 0), -1, 0))
 
 static void *freer(void *arg)
 {
@@ -147,7 +119,7 @@ static int exitfree(long n)
 static int remap(long n)
 {
 	/* The thread's first allocation arms the library and is not sampled: not a mapping. */
-	free(sink = malloc(16));
+	free(wl_sink = malloc(16));
 	for (long i = 0; i < n; i++) {
 		void *p = ids_site_remap(NULL);
 

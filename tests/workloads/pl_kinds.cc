@@ -77,6 +77,18 @@ static void check(const char *what, const struct expect *ex, int n)
 	} while (0)
 #define CHECK_NONE(what) check(what, NULL, 0)
 
+/* @p, a block of @size bytes that was just made: its record (a @kind), then free(@p)'s. */
+static __attribute__((noipa)) void then_free(const char *what, const char *freed, uint32_t kind,
+					     void *p, uint64_t size)
+{
+	const struct expect a[] = { { MEMPROF_PRELOAD_REC_ALLOC, kind, p, size } };
+	const struct expect f[] = { F(FREE, p) };
+
+	check(what, a, 1);
+	free(p);
+	check(freed, f, 1);
+}
+
 struct alignas(256) Big {
 	char c[1000];
 };
@@ -99,14 +111,9 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	seen = lseek(3, 0, SEEK_CUR);
 
-	p = malloc(100);
-	CHECK("malloc", A(MALLOC, p, 100));
-	free(p);
-	CHECK("free", F(FREE, p));
-	p = malloc(0);
-	CHECK("malloc(0) is one header word", A(MALLOC, p, 0));
-	free(p);
-	CHECK("free(malloc(0))", F(FREE, p));
+	then_free("malloc", "free", MEMPROF_PRELOAD_MALLOC, malloc(100), 100);
+	then_free("malloc(0) is one header word", "free(malloc(0))", MEMPROF_PRELOAD_MALLOC,
+		  malloc(0), 0);
 	free(NULL);
 	CHECK_NONE("free(NULL)");
 
@@ -138,31 +145,19 @@ int main(int argc, char **argv)
 	void *m_ = NULL;
 	if (posix_memalign(&m_, 64, 1000) != 0)
 		failures++;
-	void *volatile m = m_;
-	CHECK("posix_memalign", A(POSIX_MEMALIGN, m, 1000));
-	free(m);
-	CHECK("free posix_memalign", F(FREE, m));
-	p = aligned_alloc(4096, 8192);
-	CHECK("aligned_alloc", A(ALIGNED_ALLOC, p, 8192));
-	free(p);
-	CHECK("free aligned_alloc", F(FREE, p));
-	p = memalign(128, 100);
-	CHECK("memalign (one record, not memalign + malloc)", A(MEMALIGN, p, 100));
-	free(p);
-	CHECK("free memalign", F(FREE, p));
-	p = valloc(100);
-	CHECK("valloc", A(VALLOC, p, 100));
-	free(p);
-	CHECK("free valloc", F(FREE, p));
-	p = pvalloc(100);
-	CHECK("pvalloc (a page: what the block holds)", A(PVALLOC, p, 4096));
-	free(p);
-	CHECK("free pvalloc", F(FREE, p));
+	then_free("posix_memalign", "free posix_memalign", MEMPROF_PRELOAD_POSIX_MEMALIGN, m_,
+		  1000);
+	then_free("aligned_alloc", "free aligned_alloc", MEMPROF_PRELOAD_ALIGNED_ALLOC,
+		  aligned_alloc(4096, 8192), 8192);
+	then_free("memalign (one record, not memalign + malloc)", "free memalign",
+		  MEMPROF_PRELOAD_MEMALIGN, memalign(128, 100), 100);
+	then_free("valloc", "free valloc", MEMPROF_PRELOAD_VALLOC, valloc(100), 100);
+	then_free("pvalloc (a page: what the block holds)", "free pvalloc", MEMPROF_PRELOAD_PVALLOC,
+		  pvalloc(100), 4096);
 
-	char *volatile s = strdup("glibc calls malloc through the PLT");
-	CHECK("strdup (glibc-internal malloc)", A(MALLOC, s, strlen(s) + 1));
-	free(s);
-	CHECK("free strdup", F(FREE, s));
+	char *s = strdup("glibc calls malloc through the PLT");
+	then_free("strdup (glibc-internal malloc)", "free strdup", MEMPROF_PRELOAD_MALLOC, s,
+		  strlen(s) + 1);
 
 	int *volatile a = new int(5);
 	CHECK("operator new (one record, not new + malloc)", A(NEW, (void *)a, sizeof(int)));

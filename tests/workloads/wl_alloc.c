@@ -8,8 +8,7 @@
  *	TRUTH <site> words=<W> live_words=<L> blocks=<N>
  *
  * where W = Σ (ceil(size/8) + 1) over the site's blocks (the sampling model's words, header
- * included) and L the same over the blocks it never frees. Pointers go to a volatile sink so the
- * compiler cannot drop malloc/free pairs.
+ * included) and L the same over the blocks it never frees (the sites and loops: wl_truth.h).
  *
  *	wl_alloc equal N SIZE [K]  N blocks of SIZE bytes, each freed at once (pause 2 ms
  *	                           every K blocks)
@@ -30,7 +29,6 @@
  *	                           at once (glibc maps their stacks), N mmaps of the program's own:
  *	                           only the malloc and mmap sites are allocations of the program
  */
-#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -45,7 +43,6 @@
 
 #include "wl_truth.h"
 
-static void *volatile sink;
 static volatile uint64_t touch;
 
 static void sleep_ms(long ms)
@@ -75,167 +72,26 @@ static void settle(void)
 	sleep_ms(ms ? atol(ms) : 400);
 }
 
-static void die(const char *what)
-{
-	fprintf(stderr, "wl_alloc: %s: %s\n", what, strerror(errno));
-	exit(3);
-}
-
 /* ---- sites ---- */
 
-NOINLINE static void *wl_site_equal(size_t size)
-{
-	void *p = malloc(size);
+#define MALLOC_SITES(X)									\
+	X(wl_site_equal) X(wl_site_small) X(wl_site_large) X(wl_site_leak) X(wl_site_words)	\
+	X(wl_site_odd) X(wl_site_thread) X(wl_site_parent) X(wl_site_child)			\
+	X(wl_site_pre_exec) X(wl_site_post_exec) X(wl_site_deep) X(wl_site_spin) X(wl_site_ctl)
+MALLOC_SITES(WL_MALLOC_SITE)
 
-	sink = p;
-	return p;
-}
+WL_SITE(wl_site_calloc, (size_t size), calloc(10, size / 10))
+WL_MEMALIGN_SITE(wl_site_memalign, 64)
+WL_SITE(wl_site_aligned, (size_t size), aligned_alloc(256, size))
+WL_SITE(wl_site_realloc, (void *old, size_t size), realloc(old, size))
 
-NOINLINE static void *wl_site_small(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_large(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_leak(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_words(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_odd(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_calloc(size_t n, size_t size)
-{
-	void *p = calloc(n, size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_memalign(size_t align, size_t size)
-{
-	void *p = NULL;
-
-	if (posix_memalign(&p, align, size))
-		die("posix_memalign");
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_aligned(size_t align, size_t size)
-{
-	void *p = aligned_alloc(align, size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_realloc(void *old, size_t size)
-{
-	void *p = realloc(old, size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_mmap(size_t len)
+__attribute__((noipa)) static void *wl_site_mmap(size_t len)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED)
-		die("mmap");
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_thread(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_parent(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_child(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_pre_exec(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_post_exec(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_deep(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_spin(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_ctl(size_t size)
-{
-	void *p = malloc(size);
-
-	sink = p;
+		wl_die("mmap");
+	wl_sink = p;
 	return p;
 }
 
@@ -253,75 +109,17 @@ static int run_equal(long n, long size, long pause_every)
 	return 0;
 }
 
-/* Every 2000 calls, 1 ms for the consumer to drain the ring buffer (at high rates a burst of
- * sampled events could otherwise outrun it on a busy machine, and a lost event biases the
- * estimate; the trace would say so in its drops). */
-static void pace(long i)
-{
-	if (i % 2000 == 1999)
-		sleep_ms(1);
-}
-
 static int run_sites(long scale)
 {
-	const long n_small = 100000 * scale, n_large = 100 * scale, n_leak = 2000 * scale;
-	const long n_calloc = 3000 * scale, n_memalign = 1000 * scale, n_aligned = 1000 * scale;
-	const long n_chains = 100 * scale, n_mmap = 25 * scale;
-	uint64_t w;
+	const long n_mmap = 25 * scale;
 
-	for (long i = 0; i < n_small; i++) {
-		free(wl_site_small(24));
-		pace(i);
-	}
-	truth("wl_site_small", (uint64_t)n_small * words(24), 0, (uint64_t)n_small);
-
-	for (long i = 0; i < n_large; i++) {
-		free(wl_site_large(80000));
-		pace(i);
-	}
-	truth("wl_site_large", (uint64_t)n_large * words(80000), 0, (uint64_t)n_large);
-
-	for (long i = 0; i < n_leak; i++) {
-		wl_site_leak(1000);
-		pace(i);
-	}
-	w = (uint64_t)n_leak * words(1000);
-	truth("wl_site_leak", w, w, (uint64_t)n_leak);
-
-	for (long i = 0; i < n_calloc; i++) {
-		free(wl_site_calloc(10, 100));
-		pace(i);
-	}
-	truth("wl_site_calloc", (uint64_t)n_calloc * words(1000), 0, (uint64_t)n_calloc);
-
-	for (long i = 0; i < n_memalign; i++) {
-		free(wl_site_memalign(64, 4000));
-		pace(i);
-	}
-	truth("wl_site_memalign", (uint64_t)n_memalign * words(4000), 0, (uint64_t)n_memalign);
-
-	for (long i = 0; i < n_aligned; i++) {
-		free(wl_site_aligned(256, 2048));
-		pace(i);
-	}
-	truth("wl_site_aligned", (uint64_t)n_aligned * words(2048), 0, (uint64_t)n_aligned);
-
-	/* realloc chains 16 -> 32 -> ... -> 64 KiB: each step is a new block of the new size
-	 * (realloc = collect + alloc); the first step is realloc(NULL, 16). */
-	w = 0;
-	for (long c = 0; c < n_chains; c++) {
-		void *p = NULL;
-
-		for (size_t s = 16; s <= 65536; s *= 2) {
-			p = wl_site_realloc(p, s);
-			if (!p)
-				die("realloc");
-			w += words(s);
-		}
-		free(p);
-	}
-	truth("wl_site_realloc", w, 0, (uint64_t)n_chains * 13);
-
+	wl_freed("wl_site_small", wl_site_small, wl_free, 24, 100000 * scale);
+	wl_freed("wl_site_large", wl_site_large, wl_free, 80000, 100 * scale);
+	wl_leaked("wl_site_leak", wl_site_leak, 1000, 2000 * scale);
+	wl_freed("wl_site_calloc", wl_site_calloc, wl_free, 1000, 3000 * scale);
+	wl_freed("wl_site_memalign", wl_site_memalign, wl_free, 4000, 1000 * scale);
+	wl_freed("wl_site_aligned", wl_site_aligned, wl_free, 2048, 1000 * scale);
+	wl_realloc_chains("wl_site_realloc", wl_site_realloc, NULL, wl_free, 100 * scale);
 	for (long i = 0; i < n_mmap; i++) {
 		void *p = wl_site_mmap(1 << 20);
 
@@ -349,7 +147,7 @@ static void sizes_site(const char *name, void *(*site)(size_t), const size_t *si
 			void *p = site(sizes[j]);
 
 			if (!p)
-				die("malloc");
+				wl_die("malloc");
 			w += words(sizes[j]);
 			req += sizes[j];
 			rnd += (sizes[j] + 7) / 8 * 8;
@@ -359,7 +157,7 @@ static void sizes_site(const char *name, void *(*site)(size_t), const size_t *si
 			} else {
 				free(p);
 			}
-			pace(k);
+			wl_pace(k);
 		}
 		nb += n;
 	}
@@ -402,14 +200,14 @@ static int run_libcmaps(long n)
 
 	/* No dynamic threshold: every block of 1 MiB is an mmap made inside malloc. */
 	if (!mallopt(M_MMAP_THRESHOLD, 64 * 1024))
-		die("mallopt");
+		wl_die("mallopt");
 	for (long i = 0; i < n; i++)
 		free(wl_site_large(1 << 20));
 	truth("wl_site_large", (uint64_t)n * words(1 << 20), 0, (uint64_t)n);
 	/* Eight stacks of 8 MiB mapped by pthread_create at once (the stack cache holds none). */
 	for (int i = 0; i < 8; i++)
 		if (pthread_create(&t[i], NULL, idle_thread, NULL))
-			die("pthread_create");
+			wl_die("pthread_create");
 	for (int i = 0; i < 8; i++)
 		pthread_join(t[i], NULL);
 	for (long i = 0; i < n; i++) {
@@ -446,9 +244,9 @@ static int run_threads(long nthreads, long n, long size)
 		q[t] = (struct queue){ .slots = calloc((size_t)n, sizeof(void *)), .n = n,
 				       .size = size };
 		if (!q[t].slots)
-			die("calloc");
+			wl_die("calloc");
 		if (pthread_create(&th[t], NULL, producer, &q[t]))
-			die("pthread_create");
+			wl_die("pthread_create");
 	}
 	/* Threads exit first: their entries become orphans; main frees everything. */
 	for (long t = 0; t < nthreads; t++)
@@ -473,7 +271,7 @@ static int run_fork(void)
 		wl_site_parent(1000);
 	child = fork();
 	if (child < 0)
-		die("fork");
+		wl_die("fork");
 	if (child == 0) {
 		settle();
 		for (long i = 0; i < 2 * n; i++)
@@ -483,7 +281,7 @@ static int run_fork(void)
 		exit(0);
 	}
 	if (waitpid(child, &st, 0) != child)
-		die("waitpid");
+		wl_die("waitpid");
 	truth("wl_site_parent", n * words(1000), n * words(1000), n);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
@@ -498,7 +296,7 @@ static int run_exec(char *self)
 	truth("wl_site_pre_exec", n * words(1000), 0, n);
 	fflush(stdout);
 	execl("/proc/self/exe", self, "post-exec", (char *)NULL);
-	die("exec");
+	wl_die("exec");
 	return 3;
 }
 
@@ -535,7 +333,7 @@ static int run_spin(const char *file)
 			FILE *f = fopen(file, "w");
 
 			if (!f)
-				die("fopen");
+				wl_die("fopen");
 			fprintf(f, "%d\n", (int)getpid());
 			fclose(f);
 		}

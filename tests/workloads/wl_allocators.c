@@ -14,12 +14,10 @@
  *
  *	wl_<allocator> api SCALE	all sites, SCALE multiplies the counts
  */
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "wl_truth.h"
 
@@ -38,95 +36,21 @@ void tc_deletearray_sized(void *p, size_t size);
 #error "define WL_JEMALLOC, WL_TCMALLOC or WL_MIMALLOC"
 #endif
 
-static void *volatile sink;
-
-/* A site: a noinline function of its own (its own return address and symbol) that calls the
- * allocator once and returns the block. */
-#define WL_SITE(name, params, call)		\
-	NOINLINE static void *name params	\
-	{					\
-		void *p = call;			\
-						\
-		sink = p;			\
-		return p;			\
-	}
-
-static void die(const char *what)
-{
-	fprintf(stderr, "wl_allocators: %s: %s\n", what, strerror(errno));
-	exit(3);
-}
-
-/* Every 2000 calls, 1 ms for the consumer to drain the ring buffer. */
-static void pace(long i)
-{
-	struct timespec ts = { 0, 1000000 };
-
-	if (i % 2000 == 1999)
-		nanosleep(&ts, NULL);
-}
-
 /* ---- the standard API, served by the linked allocator ---- */
 
-WL_SITE(wl_site_std_small, (size_t size), malloc(size))
-WL_SITE(wl_site_std_leak, (size_t size), malloc(size))
-WL_SITE(wl_site_std_calloc, (size_t n, size_t size), calloc(n, size))
+WL_MALLOC_SITE(wl_site_std_small)
+WL_MALLOC_SITE(wl_site_std_leak)
+WL_SITE(wl_site_std_calloc, (size_t size), calloc(10, size / 10))
 WL_SITE(wl_site_std_realloc, (void *old, size_t size), realloc(old, size))
-
-NOINLINE static void *wl_site_std_memalign(size_t align, size_t size)
-{
-	void *p = NULL;
-
-	if (posix_memalign(&p, align, size))
-		die("posix_memalign");
-	sink = p;
-	return p;
-}
+WL_MEMALIGN_SITE(wl_site_std_memalign, 64)
 
 static void run_std(long scale)
 {
-	const long n_small = 100000 * scale, n_leak = 2000 * scale, n_calloc = 3000 * scale;
-	const long n_chains = 100 * scale, n_memalign = 1000 * scale;
-	uint64_t w;
-
-	for (long i = 0; i < n_small; i++) {
-		free(wl_site_std_small(24));
-		pace(i);
-	}
-	truth("wl_site_std_small", n_small * words(24), 0, n_small);
-
-	for (long i = 0; i < n_leak; i++) {
-		wl_site_std_leak(1000);
-		pace(i);
-	}
-	w = n_leak * words(1000);
-	truth("wl_site_std_leak", w, w, n_leak);
-
-	for (long i = 0; i < n_calloc; i++) {
-		free(wl_site_std_calloc(10, 100));
-		pace(i);
-	}
-	truth("wl_site_std_calloc", n_calloc * words(1000), 0, n_calloc);
-
-	w = 0;
-	for (long c = 0; c < n_chains; c++) {
-		void *p = NULL;
-
-		for (size_t s = 16; s <= 65536; s *= 2) {
-			p = wl_site_std_realloc(p, s);
-			if (!p)
-				die("realloc");
-			w += words(s);
-		}
-		free(p);
-	}
-	truth("wl_site_std_realloc", w, 0, n_chains * 13);
-
-	for (long i = 0; i < n_memalign; i++) {
-		free(wl_site_std_memalign(64, 4000));
-		pace(i);
-	}
-	truth("wl_site_std_memalign", n_memalign * words(4000), 0, n_memalign);
+	wl_freed("wl_site_std_small", wl_site_std_small, wl_free, 24, 100000 * scale);
+	wl_leaked("wl_site_std_leak", wl_site_std_leak, 1000, 2000 * scale);
+	wl_freed("wl_site_std_calloc", wl_site_std_calloc, wl_free, 1000, 3000 * scale);
+	wl_realloc_chains("wl_site_std_realloc", wl_site_std_realloc, NULL, wl_free, 100 * scale);
+	wl_freed("wl_site_std_memalign", wl_site_std_memalign, wl_free, 4000, 1000 * scale);
 }
 
 /* ---- the allocator's own API ---- */
@@ -134,68 +58,40 @@ static void run_std(long scale)
 #if defined(WL_JEMALLOC)
 
 WL_SITE(wl_site_mallocx, (size_t size), mallocx(size, 0))
-
-NOINLINE static void *wl_site_mallocx_aligned(size_t size)
-{
-	/* alignment and zeroing flags do not change the size accounted */
-	void *p = mallocx(size, MALLOCX_ALIGN(64) | MALLOCX_ZERO);
-
-	sink = p;
-	return p;
-}
-
+/* alignment and zeroing flags do not change the size accounted */
+WL_SITE(wl_site_mallocx_aligned, (size_t size), mallocx(size, MALLOCX_ALIGN(64) | MALLOCX_ZERO))
 WL_SITE(wl_site_mallocx_leak, (size_t size), mallocx(size, 0))
 WL_SITE(wl_site_mallocx_big, (size_t size), mallocx(size, 0))
 WL_SITE(wl_site_mallocx_keep, (size_t size), mallocx(size, 0))
 WL_SITE(wl_site_rallocx, (void *old, size_t size), rallocx(old, size, 0))
 
-NOINLINE static size_t wl_site_xallocx(void *p, size_t size)
+__attribute__((noipa)) static size_t wl_site_xallocx(void *p, size_t size)
 {
 	size_t r = xallocx(p, size, 0, 0);
 
-	sink = p;
+	wl_sink = p;
 	return r;
+}
+
+WL_RELEASE(je_sdallocx, sdallocx(p, size, 0))
+WL_RELEASE(je_dallocx, dallocx(p, 0))
+
+static void *je_first(void)
+{
+	return mallocx(8, 0);
 }
 
 static void run_own(long scale)
 {
-	const long n_small = 50000 * scale, n_aligned = 1000 * scale, n_leak = 1000 * scale;
-	const long n_chains = 100 * scale, n_x = 200 * scale;
+	const long n_leak = 1000 * scale, n_x = 200 * scale;
 	uint64_t w, xw = 0, xblocks = 0;
 
-	for (long i = 0; i < n_small; i++) {
-		sdallocx(wl_site_mallocx(200), 200, 0);
-		pace(i);
-	}
-	truth("wl_site_mallocx", n_small * words(200), 0, n_small);
-
-	for (long i = 0; i < n_aligned; i++) {
-		dallocx(wl_site_mallocx_aligned(4000), 0);
-		pace(i);
-	}
-	truth("wl_site_mallocx_aligned", n_aligned * words(4000), 0, n_aligned);
-
-	for (long i = 0; i < n_leak; i++)
-		wl_site_mallocx_leak(3000);
-	w = n_leak * words(3000);
-	truth("wl_site_mallocx_leak", w, w, n_leak);
-
+	wl_freed("wl_site_mallocx", wl_site_mallocx, je_sdallocx, 200, 50000 * scale);
+	wl_freed("wl_site_mallocx_aligned", wl_site_mallocx_aligned, je_dallocx, 4000,
+		 1000 * scale);
+	wl_leaked("wl_site_mallocx_leak", wl_site_mallocx_leak, 3000, n_leak);
 	/* rallocx chains 8 -> 16 -> ... -> 64 KiB (the first block comes from mallocx) */
-	w = 0;
-	for (long c = 0; c < n_chains; c++) {
-		void *p = mallocx(8, 0);
-
-		if (!p)
-			die("mallocx");
-		for (size_t s = 16; s <= 65536; s *= 2) {
-			p = wl_site_rallocx(p, s);
-			if (!p)
-				die("rallocx");
-			w += words(s);
-		}
-		dallocx(p, 0);
-	}
-	truth("wl_site_rallocx", w, 0, n_chains * 13);
+	wl_realloc_chains("wl_site_rallocx", wl_site_rallocx, je_first, je_dallocx, 100 * scale);
 
 	/* xallocx: a block of 64 KiB shrunk in place to 32 KiB, then asked to grow back to
 	 * 48 KiB (in place only if the pages after it are free). Each call that returns at least
@@ -205,7 +101,7 @@ static void run_own(long scale)
 		void *p = wl_site_mallocx_big(65536);
 
 		if (!p)
-			die("mallocx");
+			wl_die("mallocx");
 		for (size_t s = 32768; s <= 49152; s += 16384) {
 			if (wl_site_xallocx(p, s) >= s) {
 				xw += words(s);
@@ -222,7 +118,7 @@ static void run_own(long scale)
 		void *p = wl_site_mallocx_keep(3000);
 
 		if (!p)
-			die("mallocx");
+			wl_die("mallocx");
 		if (wl_site_xallocx(p, 4 << 20) >= (size_t)(4 << 20)) {
 			xw += words(4 << 20);
 			xblocks++;
@@ -237,139 +133,62 @@ static void run_own(long scale)
 #elif defined(WL_TCMALLOC)
 
 WL_SITE(wl_site_tc_malloc, (size_t size), tc_malloc(size))
-WL_SITE(wl_site_tc_calloc, (size_t n, size_t size), tc_calloc(n, size))
+WL_SITE(wl_site_tc_calloc, (size_t size), tc_calloc(20, size / 20))
 WL_SITE(wl_site_tc_realloc, (void *old, size_t size), tc_realloc(old, size))
-WL_SITE(wl_site_tc_memalign, (size_t align, size_t size), tc_memalign(align, size))
+WL_SITE(wl_site_tc_memalign, (size_t size), tc_memalign(256, size))
 WL_SITE(wl_site_tc_new, (size_t size), tc_new(size))
 WL_SITE(wl_site_tc_leak, (size_t size), tc_newarray(size))
 
+WL_RELEASE(tc_release, tc_free(p))
+WL_RELEASE(tc_release_c, tc_cfree(p))
+WL_RELEASE(tc_release_sized, tc_free_sized(p, size))
+WL_RELEASE(tc_release_new, tc_delete(p))
+
 static void run_own(long scale)
 {
-	const long n_small = 50000 * scale, n_calloc = 2000 * scale, n_chains = 100 * scale;
-	const long n_aligned = 1000 * scale, n_new = 20000 * scale, n_leak = 1000 * scale;
-	uint64_t w;
-
-	for (long i = 0; i < n_small; i++) {
-		tc_free(wl_site_tc_malloc(200));
-		pace(i);
-	}
-	truth("wl_site_tc_malloc", n_small * words(200), 0, n_small);
-
-	for (long i = 0; i < n_calloc; i++) {
-		tc_cfree(wl_site_tc_calloc(20, 100));
-		pace(i);
-	}
-	truth("wl_site_tc_calloc", n_calloc * words(2000), 0, n_calloc);
-
-	w = 0;
-	for (long c = 0; c < n_chains; c++) {
-		void *p = NULL;
-
-		for (size_t s = 16; s <= 65536; s *= 2) {
-			p = wl_site_tc_realloc(p, s);
-			if (!p)
-				die("tc_realloc");
-			w += words(s);
-		}
-		tc_free_sized(p, 65536);
-	}
-	truth("wl_site_tc_realloc", w, 0, n_chains * 13);
-
-	for (long i = 0; i < n_aligned; i++) {
-		tc_free(wl_site_tc_memalign(256, 4000));
-		pace(i);
-	}
-	truth("wl_site_tc_memalign", n_aligned * words(4000), 0, n_aligned);
-
-	for (long i = 0; i < n_new; i++) {
-		tc_delete(wl_site_tc_new(72));
-		pace(i);
-	}
-	truth("wl_site_tc_new", n_new * words(72), 0, n_new);
-
-	for (long i = 0; i < n_leak; i++)
-		wl_site_tc_leak(3000);
-	w = n_leak * words(3000);
-	truth("wl_site_tc_leak", w, w, n_leak);
+	wl_freed("wl_site_tc_malloc", wl_site_tc_malloc, tc_release, 200, 50000 * scale);
+	wl_freed("wl_site_tc_calloc", wl_site_tc_calloc, tc_release_c, 2000, 2000 * scale);
+	wl_realloc_chains("wl_site_tc_realloc", wl_site_tc_realloc, NULL, tc_release_sized,
+			  100 * scale);
+	wl_freed("wl_site_tc_memalign", wl_site_tc_memalign, tc_release, 4000, 1000 * scale);
+	wl_freed("wl_site_tc_new", wl_site_tc_new, tc_release_new, 72, 20000 * scale);
+	wl_leaked("wl_site_tc_leak", wl_site_tc_leak, 3000, 1000 * scale);
 }
 
 #elif defined(WL_MIMALLOC)
 
+/* the heap wl_site_mi_heap allocates from */
+static mi_heap_t *heap;
+
 WL_SITE(wl_site_mi_malloc, (size_t size), mi_malloc(size))
 WL_SITE(wl_site_mi_zalloc, (size_t size), mi_zalloc(size))
-WL_SITE(wl_site_mi_calloc, (size_t n, size_t size), mi_calloc(n, size))
+WL_SITE(wl_site_mi_calloc, (size_t size), mi_calloc(20, size / 20))
 WL_SITE(wl_site_mi_realloc, (void *old, size_t size), mi_realloc(old, size))
 WL_SITE(wl_site_mi_aligned, (size_t size), mi_malloc_aligned(size, 128))
-WL_SITE(wl_site_mi_heap, (mi_heap_t *heap, size_t size), mi_heap_malloc(heap, size))
+WL_SITE(wl_site_mi_heap, (size_t size), mi_heap_malloc(heap, size))
 WL_SITE(wl_site_mi_new, (size_t size), mi_new(size))
 WL_SITE(wl_site_mi_leak, (size_t size), mi_malloc(size))
 
+WL_RELEASE(mi_release, mi_free(p))
+WL_RELEASE(mi_release_sized, mi_free_size(p, size))
+WL_RELEASE(mi_release_aligned, mi_free_aligned(p, 128))
+
 static void run_own(long scale)
 {
-	const long n_small = 50000 * scale, n_zalloc = 5000 * scale, n_calloc = 2000 * scale;
-	const long n_chains = 100 * scale, n_aligned = 1000 * scale, n_heap = 20000 * scale;
-	const long n_new = 10000 * scale, n_leak = 1000 * scale;
-	mi_heap_t *heap;
-	uint64_t w;
-
-	for (long i = 0; i < n_small; i++) {
-		mi_free(wl_site_mi_malloc(200));
-		pace(i);
-	}
-	truth("wl_site_mi_malloc", n_small * words(200), 0, n_small);
-
-	for (long i = 0; i < n_zalloc; i++) {
-		mi_free_size(wl_site_mi_zalloc(500), 500);
-		pace(i);
-	}
-	truth("wl_site_mi_zalloc", n_zalloc * words(500), 0, n_zalloc);
-
-	for (long i = 0; i < n_calloc; i++) {
-		mi_free(wl_site_mi_calloc(20, 100));
-		pace(i);
-	}
-	truth("wl_site_mi_calloc", n_calloc * words(2000), 0, n_calloc);
-
-	w = 0;
-	for (long c = 0; c < n_chains; c++) {
-		void *p = NULL;
-
-		for (size_t s = 16; s <= 65536; s *= 2) {
-			p = wl_site_mi_realloc(p, s);
-			if (!p)
-				die("mi_realloc");
-			w += words(s);
-		}
-		mi_free(p);
-	}
-	truth("wl_site_mi_realloc", w, 0, n_chains * 13);
-
-	for (long i = 0; i < n_aligned; i++) {
-		mi_free_aligned(wl_site_mi_aligned(4000), 128);
-		pace(i);
-	}
-	truth("wl_site_mi_aligned", n_aligned * words(4000), 0, n_aligned);
-
+	wl_freed("wl_site_mi_malloc", wl_site_mi_malloc, mi_release, 200, 50000 * scale);
+	wl_freed("wl_site_mi_zalloc", wl_site_mi_zalloc, mi_release_sized, 500, 5000 * scale);
+	wl_freed("wl_site_mi_calloc", wl_site_mi_calloc, mi_release, 2000, 2000 * scale);
+	wl_realloc_chains("wl_site_mi_realloc", wl_site_mi_realloc, NULL, mi_release,
+			  100 * scale);
+	wl_freed("wl_site_mi_aligned", wl_site_mi_aligned, mi_release_aligned, 4000,
+		 1000 * scale);
 	heap = mi_heap_new();
 	if (!heap)
-		die("mi_heap_new");
-	for (long i = 0; i < n_heap; i++) {
-		mi_free(wl_site_mi_heap(heap, 120));
-		pace(i);
-	}
+		wl_die("mi_heap_new");
+	wl_freed("wl_site_mi_heap", wl_site_mi_heap, mi_release, 120, 20000 * scale);
 	mi_heap_delete(heap);
-	truth("wl_site_mi_heap", n_heap * words(120), 0, n_heap);
-
-	for (long i = 0; i < n_new; i++) {
-		mi_free(wl_site_mi_new(72));
-		pace(i);
-	}
-	truth("wl_site_mi_new", n_new * words(72), 0, n_new);
-
-	for (long i = 0; i < n_leak; i++)
-		wl_site_mi_leak(3000);
-	w = n_leak * words(3000);
-	truth("wl_site_mi_leak", w, w, n_leak);
+	wl_freed("wl_site_mi_new", wl_site_mi_new, mi_release, 72, 10000 * scale);
+	wl_leaked("wl_site_mi_leak", wl_site_mi_leak, 3000, 1000 * scale);
 }
 
 #endif

@@ -15,47 +15,17 @@
 
 int wl_dl_run(long scale);
 
-static void *volatile sink;
-
-NOINLINE static void *wl_site_dl_mi(size_t size)
-{
-	void *p = mi_malloc(size);
-
-	sink = p;
-	return p;
-}
-
-NOINLINE static void *wl_site_dl_mi_leak(size_t size)
-{
-	void *p = mi_calloc(1, size);
-
-	sink = p;
-	return p;
-}
-
+WL_SITE(wl_site_dl_mi, (size_t size), mi_malloc(size))
+WL_SITE(wl_site_dl_mi_leak, (size_t size), mi_calloc(1, size))
 /* glibc's malloc, called from code that was not mapped when the profile started */
-NOINLINE static void *wl_site_dl_malloc(size_t size)
-{
-	void *p = malloc(size);
+WL_MALLOC_SITE(wl_site_dl_malloc)
 
-	sink = p;
-	return p;
-}
+WL_RELEASE(mi_release, mi_free(p))
 
 int wl_dl_run(long scale)
 {
-	const long n = 50000 * scale, n_leak = 1000 * scale, n_libc = 30000 * scale;
-	uint64_t w;
-
-	for (long i = 0; i < n; i++)
-		mi_free(wl_site_dl_mi(200));
-	truth("wl_site_dl_mi", n * words(200), 0, n);
-	for (long i = 0; i < n_leak; i++)
-		wl_site_dl_mi_leak(3000);
-	w = n_leak * words(3000);
-	truth("wl_site_dl_mi_leak", w, w, n_leak);
-	for (long i = 0; i < n_libc; i++)
-		free(wl_site_dl_malloc(300));
-	truth("wl_site_dl_malloc", n_libc * words(300), 0, n_libc);
+	wl_freed("wl_site_dl_mi", wl_site_dl_mi, mi_release, 200, 50000 * scale);
+	wl_leaked("wl_site_dl_mi_leak", wl_site_dl_mi_leak, 3000, 1000 * scale);
+	wl_freed("wl_site_dl_malloc", wl_site_dl_malloc, wl_free, 300, 30000 * scale);
 	return 0;
 }

@@ -19,31 +19,17 @@
 #define M_TEMP	100000
 #define K_LONG	400
 
-static void *volatile sink;
 static char outbuf[4096];
 
-NOINLINE static void *wl_peak_hold(void)
-{
-	void *p = malloc(4096);
+WL_SITE(wl_peak_hold, (void), malloc(4096))
+WL_SITE(wl_long, (void), malloc(1024))
 
-	sink = p;
-	return p;
-}
-
-NOINLINE static void wl_temp(void)
+__attribute__((noipa)) static void wl_temp(void)
 {
 	void *p = malloc(256);
 
-	sink = p;
+	wl_sink = p;
 	free(p);
-}
-
-NOINLINE static void *wl_long(void)
-{
-	void *p = malloc(1024);
-
-	sink = p;
-	return p;
 }
 
 int main(void)

@@ -22,7 +22,7 @@ $(B)/bench/fast_bench: bench/fast_bench.c
 BPF_TESTS += $(B)/bench/fast_bench
 
 .PHONY: bench-fast
-# Then the 1-thread 512 KiB rows again, the target's (issue #8: at most 1.05x): 61 pairs as the
+# Then the 1-thread 512 KiB rows again, the target's (the fast path at most 1.05x): 61 pairs as the
 # scheduler places them (a median over 7 moves by +-1.5 % on a 2-vCPU guest, over 61 by
 # +-0.5 %), and 21 with the loop and the profiler on CPUs of their own (PIN=1): the fast path's
 # cost without the scheduler's placement in it.
