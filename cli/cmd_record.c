@@ -19,7 +19,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,11 +34,10 @@
 
 #include <memprof/preload.h>
 
-#include "userspace-lib/estimate.h"
 #include "cli/commands.h"
-#include "cli/ctl_bus.h"
 #include "cli/record/record_daemon.h"
 #include "cli/record/record_trace.h"
+#include "cli/summary.h"
 #include "userspace-lib/codec/outfile.h"
 #include "userspace-lib/validate.h"
 #include "daemon/engine/engine.h"
@@ -134,176 +132,27 @@ static void hand_off_probe_release(void)
 	/* p[1] stays open until we exit, on purpose */
 }
 
-/* ---- summary ---- */
-
-static void human(double bytes, char *buf, size_t len)
-{
-	ctl_human_bytes(bytes, 2, buf, len);
-}
-
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; s && *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(f, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			fprintf(f, "\\u%04x", *s);
-		else
-			fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
-/* --json: the same summary as one JSON document (on stderr: stdout is CMD's). */
-static void print_summary_json(struct mp_engine *e, struct mp_profile *p, const uint64_t *base,
-			       int status)
-{
-	double rate = mp_profile__opts(p)->rate;
-	size_t n = mp_profile__procs(p, NULL, 0);
-	struct mp_proc_stats *ps = calloc(n ? n : 1, sizeof(*ps));
-	uint64_t st[MP_STAT__MAX] = { 0 }, drops[MP_DROP__MAX] = { 0 };
-	struct mp_engine_stack_stats sst;
-	FILE *f = stderr;
-
-	if (!ps)
-		return;
-	n = mp_profile__procs(p, ps, n);
-	mp_engine__stats(e, st, MP_STAT__MAX);
-	mp_engine__drops(e, drops, MP_DROP__MAX);
-	fprintf(f, "{\"status\":%d,\"rate\":%g,\"processes\":[", status, rate);
-	for (size_t i = 0; i < n; i++) {
-		fprintf(f, "%s{\"pid\":%d,\"comm\":", i ? "," : "", (int)ps[i].pid);
-		json_str(f, ps[i].comm);
-		fprintf(f, ",\"trace\":");
-		json_str(f, ps[i].trace_path);
-		fprintf(f, ",\"mode\":\"%s\"", mp_proc_mode__name(ps[i].mode));
-		fprintf(f, ",\"blocks\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"frees\":%" PRIu64
-			",\"allocated_bytes\":%.0f,\"allocated_bytes_se\":%.0f"
-			",\"live_bytes\":%.0f,\"live_bytes_se\":%.0f,\"truncated_stacks\":%"
-			PRIu64, ps[i].samples, ps[i].nsamples, ps[i].frees,
-			ps[i].est_alloc_bytes, ps[i].se_alloc_bytes, ps[i].est_live_bytes,
-			ps[i].se_live_bytes, ps[i].truncated_stacks);
-		fprintf(f, ",\"allocated_words\":%.0f,\"live_words\":%.0f",
-			mp_est_words(rate, ps[i].nsamples), mp_est_words(rate, ps[i].live_nsamples));
-		fprintf(f, ",\"dwarf_stacks\":%" PRIu64 ",\"window_cut_stacks\":%" PRIu64
-			",\"unwind_fallbacks\":%" PRIu64, ps[i].dwarf_stacks,
-			ps[i].window_cut_stacks, ps[i].unwind_fallbacks);
-		fprintf(f, ",\"write_errors\":%" PRIu64, ps[i].write_errors);
-		fprintf(f, ",\"probe_hits\":%" PRIu64 ",\"overhead_pct\":%.2f,\"detached_reason\":",
-			ps[i].probe_hits, ps[i].overhead_pct);
-		if (ps[i].detached_reason)
-			json_str(f, ps[i].detached_reason);
-		else
-			fputs("null", f);
-		fputc('}', f);
-	}
-	fprintf(f, "],\"drops\":{");
-	for (int i = MP_STAT_RINGBUF_DROPS, k = 0; i < MP_STAT__MAX; i++)
-		if (i != MP_STAT_NESTED)
-			fprintf(f, "%s\"%s\":%" PRIu64, k++ ? "," : "", mp_stat__name(i),
-				st[i] - base[i]);
-	for (int i = 0; i < MP_DROP__MAX; i++)
-		fprintf(f, ",\"%s\":%" PRIu64, mp_engine_drop__name(i), drops[i]);
-	mp_engine__stack_stats(e, &sst);
-	fprintf(f, "},\"stacks\":{\"unwind\":\"%s\",\"stack_copy_size\":%d,\"events\":%"
-		PRIu64 ",\"event_ns\":%" PRIu64 ",\"with_copy\":%" PRIu64 ",\"fp\":%" PRIu64
-		",\"dwarf\":%" PRIu64 ",\"unwind_ns\":%" PRIu64 ",\"window_cut\":%" PRIu64
-		",\"max_stack_used\":%" PRIu64 "}", mp_unwind__name(mp_profile__opts(p)->unwind),
-		mp_profile__opts(p)->stack_copy_size, sst.events, sst.event_ns, sst.with_copy,
-		sst.fp_stacks, sst.dwarf_stacks, sst.unwind_ns, sst.window_cut,
-		sst.max_stack_used);
-	fprintf(f, ",\"calls\":%" PRIu64 ",\"sampled\":%" PRIu64 ",\"mechanisms\":",
-		st[MP_STAT_CALLS] - base[MP_STAT_CALLS],
-		st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED]);
-	json_str(f, mp_engine__mechanisms(e));
-	fputs("}\n", f);
-	free(ps);
-}
-
 /* A trace that could not be written whole (mp_profile__write_failures()). */
 static void write_failure(void *ctx, const char *msg)
 {
 	fprintf(stderr, "memprofctl record: %s\n", msg);
 }
 
-static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint64_t *base)
+/* The summary of CMD's profile, text or JSON (on stderr: stdout is CMD's). */
+static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint64_t *base,
+			  int status)
 {
-	size_t n = mp_profile__procs(p, NULL, 0);
-	struct mp_proc_stats *ps = calloc(n ? n : 1, sizeof(*ps));
-	uint64_t st[MP_STAT__MAX] = { 0 }, drops[MP_DROP__MAX] = { 0 };
-	uint64_t trunc = 0, dwarf = 0, cut = 0;
-	bool any = false;
+	struct mp_summary s;
 
-	if (!ps)
+	if (mp_summary__from_profile(&s, e, p, base) < 0) {
+		fprintf(stderr, "memprofctl record: Out of memory for the summary\n");
 		return;
-	n = mp_profile__procs(p, ps, n);
-	for (size_t i = 0; i < n; i++) {
-		char a[32], ase[32], l[32], lse[32];
-
-		human(ps[i].est_alloc_bytes, a, sizeof(a));
-		human(ps[i].se_alloc_bytes, ase, sizeof(ase));
-		human(ps[i].est_live_bytes, l, sizeof(l));
-		human(ps[i].se_live_bytes, lse, sizeof(lse));
-		fprintf(stderr,
-			"memprofctl record: %s (pid %d): %" PRIu64 " samples in %" PRIu64
-			" blocks, %" PRIu64 " freed; allocated %s +/- %s, live at exit %s +/- %s;"
-			" trace '%s'\n",
-			ps[i].comm, (int)ps[i].pid, ps[i].nsamples, ps[i].samples, ps[i].frees, a,
-			ase, l, lse, ps[i].trace_path ? ps[i].trace_path : "(fd)");
-		if (ps[i].detached_reason)
-			fprintf(stderr, "memprofctl record: %s (pid %d): DETACHED before it exited: "
-				"%s; its trace ends there (blocks live then are not collected)\n",
-				ps[i].comm, (int)ps[i].pid, ps[i].detached_reason);
-		trunc += ps[i].truncated_stacks;
-		dwarf += ps[i].dwarf_stacks;
-		cut += ps[i].window_cut_stacks;
-		if (ps[i].mode == MP_PROC_MODE_PRELOAD)
-			fprintf(stderr, "memprofctl record: %s (pid %d): sampled in-process by "
-				"libmemprof-preload (%" PRIu64 " samples drawn, %" PRIu64
-				" lost in the library)\n", ps[i].comm, (int)ps[i].pid,
-				ps[i].preload_samples, ps[i].preload_lost);
-		/* queued in the library when the process was killed: its last batch */
-		if (ps[i].mode == MP_PROC_MODE_PRELOAD && ps[i].preload_samples > ps[i].nsamples)
-			fprintf(stderr, "memprofctl record: %s (pid %d): %" PRIu64 " of those samples "
-				"never reached the trace (still queued in the library when the "
-				"process ended without exit or _exit: a signal?)\n", ps[i].comm,
-				(int)ps[i].pid, ps[i].preload_samples - ps[i].nsamples);
 	}
-	free(ps);
-	mp_engine__stats(e, st, MP_STAT__MAX);
-	mp_engine__drops(e, drops, MP_DROP__MAX);
-	fprintf(stderr, "memprofctl record: drops:");
-	for (int i = MP_STAT_RINGBUF_DROPS; i < MP_STAT__MAX; i++) {
-		uint64_t d = st[i] - base[i];
-
-		if (i == MP_STAT_NESTED)
-			continue;	/* activity, not a loss */
-		if (d) {
-			fprintf(stderr, " %s=%" PRIu64, mp_stat__name(i), d);
-			any = true;
-		}
-	}
-	for (int i = 0; i < MP_DROP__MAX; i++) {
-		if (drops[i]) {
-			fprintf(stderr, " %s=%" PRIu64, mp_engine_drop__name(i), drops[i]);
-			any = true;
-		}
-	}
-	fprintf(stderr, "%s", any ? "\n" : " none\n");
-	if (trunc)
-		fprintf(stderr, "memprofctl record: %" PRIu64 " stacks were truncated to "
-			"--callstack-size %u frames\n", trunc, mp_profile__opts(p)->callstack_size);
-	if (dwarf || cut)
-		fprintf(stderr, "memprofctl record: %" PRIu64 " stacks unwound with DWARF "
-			"(--unwind %s), %" PRIu64 " of them cut where the %d-byte stack copy "
-			"ended\n", dwarf,
-			mp_unwind__name(mp_profile__opts(p)->unwind), cut,
-			mp_profile__opts(p)->stack_copy_size);
-	fprintf(stderr, "memprofctl record: %" PRIu64 " allocator calls probed, %" PRIu64
-		" sampled\n", st[MP_STAT_CALLS] - base[MP_STAT_CALLS],
-		st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED]);
-	fprintf(stderr, "memprofctl record: kernel mechanisms: %s\n", mp_engine__mechanisms(e));
+	if (ctl.json)
+		ctl_summary__print_json(&s, status, stderr);
+	else
+		ctl_summary__print(&s, stderr);
+	mp_summary__free(&s);
 }
 
 /* The loader's warnings and errors (probes the kernel refused); its start-up notes are in the
@@ -763,10 +612,7 @@ out_kill:
 			mp_profile__stop(p);
 		mp_engine__process(e);
 		mp_profile__discard(p);
-		if (ctl.json)
-			print_summary_json(e, p, base, running && reaped ? exit_status(st) : -1);
-		else
-			print_summary(e, p, base);
+		print_summary(e, p, base, running && reaped ? exit_status(st) : -1);
 		if (!ctl.json && running && reaped && WIFSIGNALED(st))
 			fprintf(stderr, "memprofctl record: '%s' was killed by signal %d (%s)\n",
 				o.cmd[0], WTERMSIG(st), strsignal(WTERMSIG(st)));

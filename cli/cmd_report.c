@@ -159,7 +159,7 @@ int cmd_report(int argc, char **argv)
 			break;
 		case OPT_SINCE:
 		case OPT_UNTIL:
-			if (rp_parse_duration(optarg, c == OPT_SINCE ? &o.since_us : &o.until_us)) {
+			if (mp_parse_duration(optarg, c == OPT_SINCE ? &o.since_us : &o.until_us)) {
 				fprintf(stderr, "memprofctl report: invalid time '%s' (e.g. 1.5s, "
 					"500ms)\n", optarg);
 				goto out;
@@ -198,7 +198,7 @@ int cmd_report(int argc, char **argv)
 			break;
 		}
 		case OPT_TEMP:
-			if (rp_parse_duration(optarg, &o.temp_us) || !o.temp_us) {
+			if (mp_parse_duration(optarg, &o.temp_us) || !o.temp_us) {
 				fprintf(stderr, "memprofctl report: invalid --temporary-threshold "
 					"'%s' (more than 0, e.g. 1ms, 20us)\n", optarg);
 				goto out;
