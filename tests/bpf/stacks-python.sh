@@ -60,5 +60,5 @@ record py-fp --unwind=fp -r 1e-3 -- $PY "$SCRIPT"
 n=$(check "$T/py-fp.ctf" count Py_BytesMain _PyEval_EvalFrameDefault)
 echo "    fp: $n backtraces reach Py_BytesMain or _PyEval_EvalFrameDefault"
 ok "fp: the frame-pointer walk does not unwind python3 (< 10%)" \
-	summary py-fp "$n * 10 < p['blocks']"
+	summary py-fp "$n * 10 < p['sampled_blocks']"
 exit 0
