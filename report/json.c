@@ -16,6 +16,23 @@ static struct json_object *est_obj(const struct rp_est *e)
 	return o;
 }
 
+/* A trace's counts of events. */
+static void trace_counts(struct json_object *o, const struct rp_trace *t)
+{
+	const struct {
+		const char *key;
+		uint64_t v;
+	} counts[] = {
+		{ "sampled_blocks", t->nblocks }, { "freed_blocks", t->collects },
+		{ "promotes", t->promotes }, { "unmatched_frees", t->unmatched_collects },
+		{ "samples", t->sum_nsamples }, { "sum_length_words", t->sum_length },
+		{ "warnings", t->warnings },
+	};
+
+	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+		json_object_object_add(o, counts[k].key, json_object_new_int64((int64_t)counts[k].v));
+}
+
 static struct json_object *traces_obj(const struct rp_model *m)
 {
 	struct json_object *a = json_object_new_array();
@@ -46,20 +63,7 @@ static struct json_object *traces_obj(const struct rp_model *m)
 				       json_object_new_double((double)t->win_end / 1e6));
 		json_object_object_add(o, "young_after_s",
 				       json_object_new_double((double)t->young_after / 1e6));
-		json_object_object_add(o, "sampled_blocks",
-				       json_object_new_int64((int64_t)t->nblocks));
-		json_object_object_add(o, "freed_blocks",
-				       json_object_new_int64((int64_t)t->collects));
-		json_object_object_add(o, "promotes",
-				       json_object_new_int64((int64_t)t->promotes));
-		json_object_object_add(o, "unmatched_frees",
-				       json_object_new_int64((int64_t)t->unmatched_collects));
-		json_object_object_add(o, "samples",
-				       json_object_new_int64((int64_t)t->sum_nsamples));
-		json_object_object_add(o, "sum_length_words",
-				       json_object_new_int64((int64_t)t->sum_length));
-		json_object_object_add(o, "warnings",
-				       json_object_new_int64((int64_t)t->warnings));
+		trace_counts(o, t);
 		json_object_array_add(a, o);
 	}
 	return a;
