@@ -38,11 +38,8 @@ int ctl_list_profiles(struct memprof_client *c, const char *cmd, bool print,
 			struct json_object *o = json_object_new_object();
 			struct json_object *pj = json_object_new_array();
 
-			json_object_object_add(o, "id", json_object_new_int64(e->id));
-			json_object_object_add(o, "state", json_object_new_string(e->state_name));
-			json_object_object_add(o, "path", json_object_new_string(e->path));
-			json_object_object_add(o, "owner_uid", json_object_new_int64(e->owner_uid));
-			json_object_object_add(o, "rate", json_object_new_double(e->rate));
+			ctl_profile_json_head(o, e->id, e->state_name, e->path, e->owner_uid,
+					      e->rate);
 			for (size_t k = 0; k < e->npids; k++)
 				json_object_array_add(pj, json_object_new_int64(e->pids[k]));
 			json_object_object_add(o, "pids", pj);

@@ -135,15 +135,21 @@ static void print_write_error(const struct mp_summary_proc *c)
 		       "(the file did not keep up)\n", (uint32_t)c->pid, when, c->lost_writes);
 }
 
+void ctl_profile_json_head(struct json_object *o, uint32_t id, const char *state,
+			   const char *path, uint32_t owner_uid, double rate)
+{
+	json_object_object_add(o, "id", json_object_new_int64(id));
+	json_object_object_add(o, "state", json_object_new_string(state));
+	json_object_object_add(o, "path", json_object_new_string(path));
+	json_object_object_add(o, "owner_uid", json_object_new_int64(owner_uid));
+	json_object_object_add(o, "rate", json_object_new_double(rate));
+}
+
 static void print_profile_json(const struct memprof_client_profile *p, const struct mp_summary *s)
 {
 	struct json_object *o = json_object_new_object();
 
-	json_object_object_add(o, "id", json_object_new_int64(p->id));
-	json_object_object_add(o, "path", json_object_new_string(p->path));
-	json_object_object_add(o, "state", json_object_new_string(p->state_name));
-	json_object_object_add(o, "owner_uid", json_object_new_int64(p->owner_uid));
-	json_object_object_add(o, "rate", json_object_new_double(p->rate));
+	ctl_profile_json_head(o, p->id, p->state_name, p->path, p->owner_uid, p->rate);
 	json_object_object_add(o, "callstack_size", json_object_new_int64(p->callstack_size));
 	json_object_object_add(o, "follow_forks", json_object_new_boolean(p->follow_forks));
 	json_object_object_add(o, "duration_us", json_object_new_uint64(p->duration_us));

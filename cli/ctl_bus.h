@@ -35,6 +35,10 @@ int ctl_fail_client(const char *cmd, const struct memprof_client *c, int r);
  * -errno after printing one line.
  */
 int ctl_wait_stopped(struct memprof_client *c, const char *cmd, uint32_t id, bool interrupt);
+struct json_object;
+/* The members of a profile that `list` and `status` both print: id, state, path, owner, rate. */
+void ctl_profile_json_head(struct json_object *o, uint32_t id, const char *state,
+			   const char *path, uint32_t owner_uid, double rate);
 /* Print a profile: a block of text, or one JSON object. */
 void ctl_print_profile(const struct memprof_client_profile *p);
 
