@@ -210,6 +210,15 @@ static void print_sites(const struct rp_model *m, FILE *f, const uint32_t *order
 		fprintf(f, "  (no allocations in the window)\n");
 }
 
+/* An estimate of bytes and its standard error, in two columns. */
+static void print_bytes_se(FILE *f, const struct rp_est *e)
+{
+	char b1[32], b2[32];
+
+	fprintf(f, " %11s %11s", mp_fmt_bytes(e->est, b1, sizeof(b1)),
+		mp_fmt_bytes(rp_se(e), b2, sizeof(b2)));
+}
+
 static void print_leaks(const struct rp_model *m, FILE *f)
 {
 	fprintf(f, "\nLeak suspects: sites with sampled blocks still live at the end that were "
@@ -223,7 +232,7 @@ static void print_leaks(const struct rp_model *m, FILE *f)
 		"site");
 	for (size_t i = 0; i < m->nsuspects; i++) {
 		const struct rp_site *s = &m->sites[m->suspects[i]];
-		char b1[32], b2[32], life[32], age[32], ratio[24];
+		char life[32], age[32], ratio[24];
 
 		if (s->nlifetimes)
 			snprintf(life, sizeof(life), "%.3f/%.3f", s->life_median_s, s->life_p90_s);
@@ -233,10 +242,10 @@ static void print_leaks(const struct rp_model *m, FILE *f)
 		snprintf(ratio, sizeof(ratio), "%llu/%llu",
 			 (unsigned long long)s->sampled_old_live,
 			 (unsigned long long)s->sampled_live);
-		fprintf(f, "  %3zu %11s %11s %10.0f %9s %6.1f%% %19s %19s  ", i + 1,
-			mp_fmt_bytes(s->live_bytes.est, b1, sizeof(b1)),
-			mp_fmt_bytes(rp_se(&s->live_bytes), b2, sizeof(b2)), s->live_blocks.est,
-			ratio, s->sampled ? 100.0 * (double)s->sampled_freed / (double)s->sampled : 0,
+		fprintf(f, "  %3zu", i + 1);
+		print_bytes_se(f, &s->live_bytes);
+		fprintf(f, " %10.0f %9s %6.1f%% %19s %19s  ", s->live_blocks.est, ratio,
+			s->sampled ? 100.0 * (double)s->sampled_freed / (double)s->sampled : 0,
 			life, age);
 		print_site(m, s, f, 117);
 		fputc('\n', f);
@@ -258,9 +267,9 @@ static void print_peak(const struct rp_model *m, FILE *f)
 
 		if (!(s->peak_live_bytes.est > 0))
 			break;
-		fprintf(f, "  %3zu %11s %11s %5.1f%%  ", i + 1,
-			mp_fmt_bytes(s->peak_live_bytes.est, b1, sizeof(b1)),
-			mp_fmt_bytes(rp_se(&s->peak_live_bytes), b2, sizeof(b2)),
+		fprintf(f, "  %3zu", i + 1);
+		print_bytes_se(f, &s->peak_live_bytes);
+		fprintf(f, " %5.1f%%  ",
 			m->peak_live.est > 0 ? 100 * s->peak_live_bytes.est / m->peak_live.est : 0);
 		print_site(m, s, f, 38);
 		fputc('\n', f);
@@ -369,14 +378,14 @@ static void print_timeline(const struct rp_model *m, FILE *f)
 	fprintf(f, "  %10s %11s %11s\n", "t (s)", "live bytes", "± SE");
 	for (size_t i = 0; i < m->npoints; i++) {
 		const struct rp_point *p = &m->timeline[i];
-		char b1[32], b2[32], bar[41];
+		char bar[41];
 		int w = peak > 0 ? (int)lround(40 * p->live_bytes.est / peak) : 0;
 
 		memset(bar, '#', (size_t)w);
 		bar[w] = '\0';
-		fprintf(f, "  %10.3f %11s %11s  %s\n", p->t_s,
-			mp_fmt_bytes(p->live_bytes.est, b1, sizeof(b1)),
-			mp_fmt_bytes(rp_se(&p->live_bytes), b2, sizeof(b2)), bar);
+		fprintf(f, "  %10.3f", p->t_s);
+		print_bytes_se(f, &p->live_bytes);
+		fprintf(f, "  %s\n", bar);
 	}
 }
 
