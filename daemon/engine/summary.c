@@ -111,9 +111,10 @@ int mp_summary__from_profile(struct mp_summary *s, struct mp_engine *e, struct m
 		return -ENOMEM;
 	}
 	s->rate = o->rate;
-	n = mp_profile__procs(p, ps, n);
-	s->nprocs = n;
-	for (size_t i = 0; i < n; i++)
+	s->nprocs = mp_profile__procs(p, ps, n);	/* the count, even beyond @n */
+	if (s->nprocs > n)
+		s->nprocs = n;
+	for (size_t i = 0; i < s->nprocs; i++)
 		mp_summary_proc__from_stats(&s->procs[i], &ps[i], s->rate);
 	free(ps);
 	mp_summary__sum(s);
