@@ -58,7 +58,7 @@ for l in open(sys.argv[1]):
     if l.startswith("{"):
         d = json.loads(l)
         assert d["processes"][0]["mode"] == "preload", d
-        print(d["processes"][0]["blocks"])' "$tmp/a.err")"
+        print(d["processes"][0]["sampled_blocks"])' "$tmp/a.err")"
 }
 
 run_b() {	# threads

@@ -49,7 +49,7 @@ for label in sys.argv[2:]:
     dw = med(lambda r: r["stacks"]["dwarf"])
     per_uw = med(lambda r: r["stacks"]["unwind_ns"] / max(1, r["stacks"]["dwarf"]) / 1e3)
     lost = med(lambda r: r["drops"]["ustack_lost"])
-    used = med(lambda r: r["stacks"]["max_stack_used"])
+    used = med(lambda r: r["stacks"]["max_stack_used_bytes"])
     print("%-22s %7d %11.1f %7d %11.1f %6d %10d" % (label, ev, per_ev, dw, per_uw, lost, used))
 PY
 }

@@ -23,3 +23,12 @@ $(B)/tests/workloads/follow_wl: tests/workloads/follow_wl.c
 		-o $@ $< -pthread
 
 BPF_TESTS += $(B)/tests/workloads/follow_wl
+
+# record's and status's summary (cli/summary.c) against the engine's, on synthetic records.
+$(B)/tests/unit/test_summary: $(B)/tests/unit/test_summary.o $(B)/cli/summary.o $$(ENGINE_OBJS) \
+			      $(B)/lib/libmemprof.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/tests/unit/test_summary.o $(B)/cli/summary.o \
+		$(ENGINE_OBJS) $(ENGINE_LIBS)
+
+UNIT_TESTS += $(B)/tests/unit/test_summary

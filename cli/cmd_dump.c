@@ -66,44 +66,52 @@ static void print_locs(FILE *f, const struct memprof_location *l, unsigned int n
 	}
 }
 
+/* The start of an info field: JSON's ,"KEY": or the text's line "info KEY ". */
+static void info_key(FILE *f, bool json, const char *key, bool first)
+{
+	if (json)
+		fprintf(f, "%s\"%s\":", first ? "{\"info\":{" : ",", key);
+	else
+		fprintf(f, "%sinfo %s ", first ? "" : "\n", key);
+}
+
+/* The trace's info, one field at a time in either form. */
 static void print_info(FILE *f, const struct memprof_trace_info *in, bool json)
 {
-	if (json) {
-		fputs("{\"info\":{\"version\":", f);
-		fprintf(f, "%u,\"sample_rate\":", in->version);
-		print_double(f, in->sample_rate);
-		fprintf(f, ",\"word_size\":%u,\"executable_name\":", in->word_size);
-		print_str(f, in->executable_name, true);
-		fputs(",\"host_name\":", f);
-		print_str(f, in->host_name, true);
-		fputs(",\"ocaml_runtime_params\":", f);
-		print_str(f, in->runtime_params, true);
-		fprintf(f, ",\"pid\":%" PRIu64 ",\"start_time_us\":%" PRIu64
-			",\"initial_domain\":%u,\"context\":", in->pid, in->start_time_us,
-			in->initial_domain);
-		if (in->context)
-			print_str(f, in->context, true);
-		else
-			fputs("null", f);
-		fputs("},\n\"events\":[\n", f);
-		return;
-	}
-	fprintf(f, "info version %u\ninfo sample_rate ", in->version);
+	const struct {
+		const char *key, *value;
+	} strs[] = {
+		{ "executable_name", in->executable_name }, { "host_name", in->host_name },
+		{ "ocaml_runtime_params", in->runtime_params },
+	};
+	const struct {
+		const char *key;
+		uint64_t value;
+	} nums[] = {
+		{ "pid", in->pid }, { "start_time_us", in->start_time_us },
+		{ "initial_domain", in->initial_domain },
+	};
+
+	info_key(f, json, "version", true);
+	fprintf(f, "%u", in->version);
+	info_key(f, json, "sample_rate", false);
 	print_double(f, in->sample_rate);
-	fprintf(f, "\ninfo word_size %u\ninfo executable_name ", in->word_size);
-	print_str(f, in->executable_name, false);
-	fputs("\ninfo host_name ", f);
-	print_str(f, in->host_name, false);
-	fputs("\ninfo ocaml_runtime_params ", f);
-	print_str(f, in->runtime_params, false);
-	fprintf(f, "\ninfo pid %" PRIu64 "\ninfo start_time_us %" PRIu64
-		"\ninfo initial_domain %u\ninfo context ", in->pid, in->start_time_us,
-		in->initial_domain);
+	info_key(f, json, "word_size", false);
+	fprintf(f, "%u", in->word_size);
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		info_key(f, json, strs[i].key, false);
+		print_str(f, strs[i].value, json);
+	}
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		info_key(f, json, nums[i].key, false);
+		fprintf(f, "%" PRIu64, nums[i].value);
+	}
+	info_key(f, json, "context", false);
 	if (in->context)
-		print_str(f, in->context, false);
+		print_str(f, in->context, json);
 	else
-		fputs("none", f);
-	fputc('\n', f);
+		fputs(json ? "null" : "none", f);
+	fputs(json ? "},\n\"events\":[\n" : "\n", f);
 }
 
 static void print_event(FILE *f, struct memprof_reader *r, const struct memprof_event *ev,

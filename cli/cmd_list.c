@@ -38,11 +38,8 @@ int ctl_list_profiles(struct memprof_client *c, const char *cmd, bool print,
 			struct json_object *o = json_object_new_object();
 			struct json_object *pj = json_object_new_array();
 
-			json_object_object_add(o, "id", json_object_new_int64(e->id));
-			json_object_object_add(o, "state", json_object_new_string(e->state_name));
-			json_object_object_add(o, "path", json_object_new_string(e->path));
-			json_object_object_add(o, "owner_uid", json_object_new_int64(e->owner_uid));
-			json_object_object_add(o, "rate", json_object_new_double(e->rate));
+			ctl_profile_json_head(o, e->id, e->state_name, e->path, e->owner_uid,
+					      e->rate);
 			for (size_t k = 0; k < e->npids; k++)
 				json_object_array_add(pj, json_object_new_int64(e->pids[k]));
 			json_object_object_add(o, "pids", pj);
@@ -66,32 +63,14 @@ int ctl_list_profiles(struct memprof_client *c, const char *cmd, bool print,
 
 int cmd_list(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
 	struct memprof_client *cl = NULL;
-	int c, r;
+	int r;
 
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			ctl.json = true;
-			break;
-		case 'h':
-			printf("Usage: memprofctl list [OPTIONS]\n"
-			       "\n"
-			       "List memprofd's profiles: id, state, owner, rate and processes.\n"
-			       "\n"
-			       "Options:\n"
-			       "  -j, --json   print JSON\n"
-			       "  -h, --help   show this help\n");
-			return 0;
-		default:
-			return 2;	/* getopt printed the error line */
-		}
-	}
+	r = ctl_parse_json_help(argc, argv, "Usage: memprofctl list [OPTIONS]\n"
+				"\n"
+				"List memprofd's profiles: id, state, owner, rate and processes.\n");
+	if (r >= 0)
+		return r;
 	if (optind != argc) {
 		fprintf(stderr, "memprofctl list: unexpected argument '%s'\n", argv[optind]);
 		return 2;

@@ -14,15 +14,11 @@
  * tree stays traced so that forked children and later execs are probed the same way before
  * they run (cli/record/record_trace.c).
  */
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <libelf.h>
 #include <limits.h>
-#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -38,16 +34,13 @@
 
 #include <memprof/preload.h>
 
-#include "userspace-lib/estimate.h"
 #include "cli/commands.h"
-#include "cli/ctl_bus.h"
 #include "cli/record/record_daemon.h"
 #include "cli/record/record_trace.h"
+#include "cli/summary.h"
 #include "userspace-lib/codec/outfile.h"
 #include "userspace-lib/validate.h"
 #include "daemon/engine/engine.h"
-
-#define R_DEBUG_STATE_OFF 24	/* offsetof(struct r_debug, r_state) on LP64 */
 
 static void record_usage(FILE *f)
 {
@@ -102,141 +95,6 @@ static int parse_u64(const char *s, uint64_t *out)
 	return 0;
 }
 
-/* ---- running CMD up to the point where its allocators can be probed ---- */
-
-/* AT_BASE (dynamic linker load address) and AT_ENTRY of a stopped process. */
-static int read_auxv(pid_t pid, uint64_t *base, uint64_t *entry)
-{
-	char path[64];
-	Elf64_auxv_t av[128];
-	ssize_t n;
-	int fd;
-
-	*base = *entry = 0;
-	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, av, sizeof(av));
-	close(fd);
-	if (n < 0)
-		return -errno;
-	for (size_t i = 0; i < (size_t)n / sizeof(av[0]) && av[i].a_type != AT_NULL; i++) {
-		if (av[i].a_type == AT_BASE)
-			*base = av[i].a_un.a_val;
-		else if (av[i].a_type == AT_ENTRY)
-			*entry = av[i].a_un.a_val;
-	}
-	return 0;
-}
-
-/* The file mapped at @start in @pid (the dynamic linker: mapped at AT_BASE, offset 0). */
-static int mapped_path(pid_t pid, uint64_t start, char *out, size_t len)
-{
-	char path[64], line[4096 + 128];
-	FILE *f;
-	int r = -ENOENT;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long lo, hi, off;
-		int pos = 0;
-
-		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %n", &lo, &hi, &off, &pos) < 3 || !pos)
-			continue;
-		if (lo == start && off == 0 && line[pos] == '/') {
-			line[strcspn(line, "\n")] = '\0';
-			snprintf(out, len, "%s", line + pos);
-			r = 0;
-			break;
-		}
-	}
-	fclose(f);
-	return r;
-}
-
-/* st_value of dynamic symbols @names[i] in the ELF file @path (0 when absent). */
-static int elf_dynsyms(const char *path, const char *const *names, uint64_t *values, size_t n)
-{
-	Elf_Scn *scn = NULL;
-	Elf *elf;
-	int fd, r = -ENOENT;
-
-	memset(values, 0, n * sizeof(*values));
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -EINVAL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf) {
-		close(fd);
-		return -EINVAL;
-	}
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		Elf_Data *data;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
-			continue;
-		data = elf_getdata(scn, NULL);
-		if (!data)
-			continue;
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym sym;
-			const char *name;
-
-			if (!gelf_getsym(data, (int)i, &sym))
-				continue;
-			name = elf_strptr(elf, sh.sh_link, sym.st_name);
-			for (size_t k = 0; name && k < n; k++)
-				if (!strcmp(name, names[k]) && sym.st_value) {
-					values[k] = sym.st_value;
-					r = 0;
-				}
-		}
-	}
-	elf_end(elf);
-	close(fd);
-	return r;
-}
-
-/*
- * @pid is stopped right after exec. Bring it to where every library it links is mapped and
- * no code of its own has run. Returns 0 (then the tracee is stopped), or -errno.
- */
-int record_run_to_link_map(pid_t pid, int *st)
-{
-	uint64_t base, entry, vals[2];
-	static const char *const names[] = { "_dl_debug_state", "_r_debug" };
-	char ldso[4096];
-	int r;
-
-	r = read_auxv(pid, &base, &entry);
-	if (r)
-		return r;
-	if (!base)
-		return 0;	/* static executable: everything is mapped already */
-	r = mapped_path(pid, base, ldso, sizeof(ldso));
-	if (r)
-		return r;
-	r = elf_dynsyms(ldso, names, vals, 2);
-#if defined(__x86_64__)
-	if (r == 0 && vals[0] && vals[1])
-		return record_trace__run_to(pid, base + vals[0], base + vals[1] + R_DEBUG_STATE_OFF,
-					    st);
-	/* No debugger hook: the entry point (constructors have run by then). */
-	return entry ? record_trace__run_to(pid, entry, 0, st) : -ENOENT;
-#else
-	(void)vals;
-	(void)st;
-	return r;
-#endif
-}
-
 /*
  * Releasing a uprobe perf event waits for an RCU tasks-trace grace period (~250 ms each on
  * kernel 6.18), so tearing down the ~20 probes of a process would hold our exit for seconds.
@@ -274,177 +132,27 @@ static void hand_off_probe_release(void)
 	/* p[1] stays open until we exit, on purpose */
 }
 
-/* ---- summary ---- */
-
-static void human(double bytes, char *buf, size_t len)
-{
-	ctl_human_bytes(bytes, 2, buf, len);
-}
-
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; s && *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(f, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			fprintf(f, "\\u%04x", *s);
-		else
-			fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
-/* --json: the same summary as one JSON document (on stderr: stdout is CMD's). */
-static void print_summary_json(struct mp_engine *e, struct mp_profile *p, const uint64_t *base,
-			       int status)
-{
-	double rate = mp_profile__opts(p)->rate;
-	size_t n = mp_profile__procs(p, NULL, 0);
-	struct mp_proc_stats *ps = calloc(n ? n : 1, sizeof(*ps));
-	uint64_t st[MP_STAT__MAX] = { 0 }, drops[MP_DROP__MAX] = { 0 };
-	struct mp_engine_stack_stats sst;
-	FILE *f = stderr;
-
-	if (!ps)
-		return;
-	n = mp_profile__procs(p, ps, n);
-	mp_engine__stats(e, st, MP_STAT__MAX);
-	mp_engine__drops(e, drops, MP_DROP__MAX);
-	fprintf(f, "{\"status\":%d,\"rate\":%g,\"processes\":[", status, rate);
-	for (size_t i = 0; i < n; i++) {
-		fprintf(f, "%s{\"pid\":%d,\"comm\":", i ? "," : "", (int)ps[i].pid);
-		json_str(f, ps[i].comm);
-		fprintf(f, ",\"trace\":");
-		json_str(f, ps[i].trace_path);
-		fprintf(f, ",\"mode\":\"%s\"", mp_proc_mode__name(ps[i].mode));
-		fprintf(f, ",\"blocks\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"frees\":%" PRIu64
-			",\"allocated_bytes\":%.0f,\"allocated_bytes_se\":%.0f"
-			",\"live_bytes\":%.0f,\"live_bytes_se\":%.0f,\"truncated_stacks\":%"
-			PRIu64, ps[i].samples, ps[i].nsamples, ps[i].frees,
-			ps[i].est_alloc_bytes, ps[i].se_alloc_bytes, ps[i].est_live_bytes,
-			ps[i].se_live_bytes, ps[i].truncated_stacks);
-		fprintf(f, ",\"allocated_words\":%.0f,\"live_words\":%.0f",
-			mp_est_words(rate, ps[i].nsamples), mp_est_words(rate, ps[i].live_nsamples));
-		fprintf(f, ",\"dwarf_stacks\":%" PRIu64 ",\"window_cut_stacks\":%" PRIu64
-			",\"unwind_fallbacks\":%" PRIu64 ",\"image_gone_stacks\":%" PRIu64,
-			ps[i].dwarf_stacks, ps[i].window_cut_stacks, ps[i].unwind_fallbacks,
-			ps[i].image_gone_stacks);
-		fprintf(f, ",\"write_errors\":%" PRIu64, ps[i].write_errors);
-		fprintf(f, ",\"probe_hits\":%" PRIu64 ",\"overhead_pct\":%.2f,\"detached_reason\":",
-			ps[i].probe_hits, ps[i].overhead_pct);
-		if (ps[i].detached_reason)
-			json_str(f, ps[i].detached_reason);
-		else
-			fputs("null", f);
-		fputc('}', f);
-	}
-	fprintf(f, "],\"drops\":{");
-	for (int i = MP_STAT_RINGBUF_DROPS, k = 0; i < MP_STAT__MAX; i++)
-		if (i != MP_STAT_NESTED)
-			fprintf(f, "%s\"%s\":%" PRIu64, k++ ? "," : "", mp_stat__name(i),
-				st[i] - base[i]);
-	for (int i = 0; i < MP_DROP__MAX; i++)
-		fprintf(f, ",\"%s\":%" PRIu64, mp_engine_drop__name(i), drops[i]);
-	mp_engine__stack_stats(e, &sst);
-	fprintf(f, "},\"stacks\":{\"unwind\":\"%s\",\"stack_copy_size\":%d,\"events\":%"
-		PRIu64 ",\"event_ns\":%" PRIu64 ",\"with_copy\":%" PRIu64 ",\"fp\":%" PRIu64
-		",\"dwarf\":%" PRIu64 ",\"unwind_ns\":%" PRIu64 ",\"window_cut\":%" PRIu64
-		",\"image_gone\":%" PRIu64 ",\"max_stack_used\":%" PRIu64 "}",
-		mp_unwind__name(mp_profile__opts(p)->unwind), mp_profile__opts(p)->stack_copy_size,
-		sst.events, sst.event_ns, sst.with_copy, sst.fp_stacks, sst.dwarf_stacks,
-		sst.unwind_ns, sst.window_cut, sst.image_gone, sst.max_stack_used);
-	fprintf(f, ",\"calls\":%" PRIu64 ",\"sampled\":%" PRIu64 ",\"mechanisms\":",
-		st[MP_STAT_CALLS] - base[MP_STAT_CALLS],
-		st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED]);
-	json_str(f, mp_engine__mechanisms(e));
-	fputs("}\n", f);
-	free(ps);
-}
-
 /* A trace that could not be written whole (mp_profile__write_failures()). */
 static void write_failure(void *ctx, const char *msg)
 {
 	fprintf(stderr, "memprofctl record: %s\n", msg);
 }
 
-static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint64_t *base)
+/* The summary of CMD's profile, text or JSON (on stderr: stdout is CMD's). */
+static void print_summary(struct mp_engine *e, struct mp_profile *p, const uint64_t *base,
+			  int status)
 {
-	size_t n = mp_profile__procs(p, NULL, 0);
-	struct mp_proc_stats *ps = calloc(n ? n : 1, sizeof(*ps));
-	uint64_t st[MP_STAT__MAX] = { 0 }, drops[MP_DROP__MAX] = { 0 };
-	uint64_t trunc = 0, dwarf = 0, cut = 0;
-	bool any = false;
+	struct mp_summary s;
 
-	if (!ps)
+	if (mp_summary__from_profile(&s, e, p, base) < 0) {
+		fprintf(stderr, "memprofctl record: Out of memory for the summary\n");
 		return;
-	n = mp_profile__procs(p, ps, n);
-	for (size_t i = 0; i < n; i++) {
-		char a[32], ase[32], l[32], lse[32];
-
-		human(ps[i].est_alloc_bytes, a, sizeof(a));
-		human(ps[i].se_alloc_bytes, ase, sizeof(ase));
-		human(ps[i].est_live_bytes, l, sizeof(l));
-		human(ps[i].se_live_bytes, lse, sizeof(lse));
-		fprintf(stderr,
-			"memprofctl record: %s (pid %d): %" PRIu64 " samples in %" PRIu64
-			" blocks, %" PRIu64 " freed; allocated %s +/- %s, live at exit %s +/- %s;"
-			" trace '%s'\n",
-			ps[i].comm, (int)ps[i].pid, ps[i].nsamples, ps[i].samples, ps[i].frees, a,
-			ase, l, lse, ps[i].trace_path ? ps[i].trace_path : "(fd)");
-		if (ps[i].detached_reason)
-			fprintf(stderr, "memprofctl record: %s (pid %d): DETACHED before it exited: "
-				"%s; its trace ends there (blocks live then are not collected)\n",
-				ps[i].comm, (int)ps[i].pid, ps[i].detached_reason);
-		trunc += ps[i].truncated_stacks;
-		dwarf += ps[i].dwarf_stacks;
-		cut += ps[i].window_cut_stacks;
-		if (ps[i].mode == MP_PROC_MODE_PRELOAD)
-			fprintf(stderr, "memprofctl record: %s (pid %d): sampled in-process by "
-				"libmemprof-preload (%" PRIu64 " samples drawn, %" PRIu64
-				" lost in the library)\n", ps[i].comm, (int)ps[i].pid,
-				ps[i].preload_samples, ps[i].preload_lost);
-		/* queued in the library when the process was killed: its last batch */
-		if (ps[i].mode == MP_PROC_MODE_PRELOAD && ps[i].preload_samples > ps[i].nsamples)
-			fprintf(stderr, "memprofctl record: %s (pid %d): %" PRIu64 " of those samples "
-				"never reached the trace (still queued in the library when the "
-				"process ended without exit or _exit: a signal?)\n", ps[i].comm,
-				(int)ps[i].pid, ps[i].preload_samples - ps[i].nsamples);
 	}
-	free(ps);
-	mp_engine__stats(e, st, MP_STAT__MAX);
-	mp_engine__drops(e, drops, MP_DROP__MAX);
-	fprintf(stderr, "memprofctl record: drops:");
-	for (int i = MP_STAT_RINGBUF_DROPS; i < MP_STAT__MAX; i++) {
-		uint64_t d = st[i] - base[i];
-
-		if (i == MP_STAT_NESTED)
-			continue;	/* activity, not a loss */
-		if (d) {
-			fprintf(stderr, " %s=%" PRIu64, mp_stat__name(i), d);
-			any = true;
-		}
-	}
-	for (int i = 0; i < MP_DROP__MAX; i++) {
-		if (drops[i]) {
-			fprintf(stderr, " %s=%" PRIu64, mp_engine_drop__name(i), drops[i]);
-			any = true;
-		}
-	}
-	fprintf(stderr, "%s", any ? "\n" : " none\n");
-	if (trunc)
-		fprintf(stderr, "memprofctl record: %" PRIu64 " stacks were truncated to "
-			"--callstack-size %u frames\n", trunc, mp_profile__opts(p)->callstack_size);
-	if (dwarf || cut)
-		fprintf(stderr, "memprofctl record: %" PRIu64 " stacks unwound with DWARF "
-			"(--unwind %s), %" PRIu64 " of them cut where the %d-byte stack copy "
-			"ended\n", dwarf,
-			mp_unwind__name(mp_profile__opts(p)->unwind), cut,
-			mp_profile__opts(p)->stack_copy_size);
-	fprintf(stderr, "memprofctl record: %" PRIu64 " allocator calls probed, %" PRIu64
-		" sampled\n", st[MP_STAT_CALLS] - base[MP_STAT_CALLS],
-		st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED]);
-	fprintf(stderr, "memprofctl record: kernel mechanisms: %s\n", mp_engine__mechanisms(e));
+	if (ctl.json)
+		ctl_summary__print_json(&s, status, stderr);
+	else
+		ctl_summary__print(&s, stderr);
+	mp_summary__free(&s);
 }
 
 /* The loader's warnings and errors (probes the kernel refused, children it could not follow);
@@ -907,10 +615,7 @@ out_kill:
 			mp_profile__stop(p);
 		mp_engine__process(e);
 		mp_profile__discard(p);
-		if (ctl.json)
-			print_summary_json(e, p, base, running && reaped ? exit_status(st) : -1);
-		else
-			print_summary(e, p, base);
+		print_summary(e, p, base, running && reaped ? exit_status(st) : -1);
 		if (!ctl.json && running && reaped && WIFSIGNALED(st))
 			fprintf(stderr, "memprofctl record: '%s' was killed by signal %d (%s)\n",
 				o.cmd[0], WTERMSIG(st), strsignal(WTERMSIG(st)));

@@ -88,6 +88,30 @@ static int parse_tail(const char *s, double *out)
 	return 0;
 }
 
+/* The flame graph and pprof profile asked for (NULL: not asked). Returns 0 or -errno after one
+ * line. */
+static int write_files(const struct rp_model *m, const char *flame, const char *pprof)
+{
+	const struct {
+		const char *path, *what;
+		int (*write)(const struct rp_model *m, const char *path);
+	} outputs[] = {
+		{ flame, "flame graph", rp_write_flamegraph },
+		{ pprof, "pprof profile", rp_write_pprof },
+	};
+
+	for (size_t i = 0; i < sizeof(outputs) / sizeof(outputs[0]); i++) {
+		int r = outputs[i].path ? outputs[i].write(m, outputs[i].path) : 0;
+
+		if (r < 0) {
+			fprintf(stderr, "memprofctl report: Failed to write %s '%s': %s\n",
+				outputs[i].what, outputs[i].path, strerror(-r));
+			return r;
+		}
+	}
+	return 0;
+}
+
 int cmd_report(int argc, char **argv)
 {
 	enum { OPT_SINCE = 256, OPT_UNTIL, OPT_TAIL, OPT_POINTS, OPT_FOCUS, OPT_IGNORE, OPT_HIDE,
@@ -159,7 +183,7 @@ int cmd_report(int argc, char **argv)
 			break;
 		case OPT_SINCE:
 		case OPT_UNTIL:
-			if (rp_parse_duration(optarg, c == OPT_SINCE ? &o.since_us : &o.until_us)) {
+			if (mp_parse_duration(optarg, c == OPT_SINCE ? &o.since_us : &o.until_us)) {
 				fprintf(stderr, "memprofctl report: invalid time '%s' (e.g. 1.5s, "
 					"500ms)\n", optarg);
 				goto out;
@@ -198,7 +222,7 @@ int cmd_report(int argc, char **argv)
 			break;
 		}
 		case OPT_TEMP:
-			if (rp_parse_duration(optarg, &o.temp_us) || !o.temp_us) {
+			if (mp_parse_duration(optarg, &o.temp_us) || !o.temp_us) {
 				fprintf(stderr, "memprofctl report: invalid --temporary-threshold "
 					"'%s' (more than 0, e.g. 1ms, 20us)\n", optarg);
 				goto out;
@@ -305,22 +329,9 @@ int cmd_report(int argc, char **argv)
 			strerror(-ret));
 		goto fail;
 	}
-	if (flame) {
-		ret = rp_write_flamegraph(m, flame);
-		if (ret < 0) {
-			fprintf(stderr, "memprofctl report: Failed to write flame graph '%s': %s\n",
-				flame, strerror(-ret));
-			goto fail;
-		}
-	}
-	if (pprof) {
-		ret = rp_write_pprof(m, pprof);
-		if (ret < 0) {
-			fprintf(stderr, "memprofctl report: Failed to write pprof profile '%s': %s\n",
-				pprof, strerror(-ret));
-			goto fail;
-		}
-	}
+	ret = write_files(m, flame, pprof);
+	if (ret < 0)
+		goto fail;
 	/* a flame graph or profile on stdout is the output; written to files, they are
 	 * summarized in one line unless the report is asked for */
 	if (flame_out || pprof_out)

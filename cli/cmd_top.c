@@ -25,6 +25,7 @@
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
 #include "report/report.h"
+#include "userspace-lib/units.h"
 
 enum top_sort { TOP_LIVE, TOP_RATE, TOP_ALLOCATED };
 
@@ -269,8 +270,8 @@ static void put_est(FILE *f, const struct rp_est *e, const char *unit, int w)
 {
 	char a[32], b[32], cell[80];
 
-	rp_fmt_bytes(e->est, a, sizeof(a));
-	rp_fmt_bytes(rp_se(e), b, sizeof(b));
+	mp_fmt_bytes(e->est, a, sizeof(a));
+	mp_fmt_bytes(rp_se(e), b, sizeof(b));
 	snprintf(cell, sizeof(cell), "%s%s ± %s", a, unit, b);
 	fprintf(f, "%*s", w, cell);
 }

@@ -23,6 +23,13 @@ struct ctl_command {
 };
 
 /*
+ * The options of a command that has only -j/--json and -h/--help (@help, its usage and
+ * description, is printed with them on --help). Returns -1 to go on (optind is at the first
+ * argument), else the exit status: 0 after --help, 2 after a usage error getopt printed.
+ */
+int ctl_parse_json_help(int argc, char **argv, const char *help);
+
+/*
  * Each command returns the process exit status: 0 on success, 1 on failure (after printing
  * one error line), 2 on a usage error; "record" returns its child's status.
  */

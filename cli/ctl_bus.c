@@ -2,7 +2,6 @@
 /* memprofctl's client of memprofd's control API, on libmemprof's <memprof/client.h>. */
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,9 +12,10 @@
 
 #include <json-c/json.h>
 
-#include "userspace-lib/estimate.h"
+#include "userspace-lib/units.h"
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
+#include "cli/summary.h"
 #include "daemon/engine/engine.h"
 
 int ctl_fail(const char *cmd, const char *fmt, ...)
@@ -105,18 +105,6 @@ int ctl_wait_stopped(struct memprof_client *c, const char *cmd, uint32_t id, boo
 	return r;
 }
 
-void ctl_human_bytes(double b, int decimals, char *buf, size_t len)
-{
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	unsigned int u = 0;
-
-	while (fabs(b) >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
-		b /= 1024;
-		u++;
-	}
-	snprintf(buf, len, "%.*f %s", u ? decimals : 0, b, units[u]);
-}
-
 /* strerror() of an errno name ("ENOSPC"), for a person. */
 static const char *describe_errno(const char *name)
 {
@@ -129,68 +117,63 @@ static const char *describe_errno(const char *name)
 	return "unknown error";
 }
 
+/* A process' write error, as a line of `status`. */
+static void print_write_error(const struct mp_summary_proc *c)
+{
+	time_t sec = (time_t)(c->write_error_since_us / 1000000);
+	char when[64];
+	struct tm tm;
+
+	localtime_r(&sec, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+	if (strcmp(c->write_error, "stalled"))
+		printf("  %-8" PRIu32 " WRITE ERROR: %s (%s) since %s: %" PRIu64 " events not "
+		       "written; the trace ends there\n", (uint32_t)c->pid, c->write_error,
+		       describe_errno(c->write_error), when, c->lost_writes);
+	else
+		printf("  %-8" PRIu32 " OUTPUT STALLED since %s: %" PRIu64 " events not written "
+		       "(the file did not keep up)\n", (uint32_t)c->pid, when, c->lost_writes);
+}
+
+void ctl_profile_json_head(struct json_object *o, uint32_t id, const char *state,
+			   const char *path, uint32_t owner_uid, double rate)
+{
+	json_object_object_add(o, "id", json_object_new_int64(id));
+	json_object_object_add(o, "state", json_object_new_string(state));
+	json_object_object_add(o, "path", json_object_new_string(path));
+	json_object_object_add(o, "owner_uid", json_object_new_int64(owner_uid));
+	json_object_object_add(o, "rate", json_object_new_double(rate));
+}
+
+static void print_profile_json(const struct memprof_client_profile *p, const struct mp_summary *s)
+{
+	struct json_object *o = json_object_new_object();
+
+	ctl_profile_json_head(o, p->id, p->state_name, p->path, p->owner_uid, p->rate);
+	json_object_object_add(o, "callstack_size", json_object_new_int64(p->callstack_size));
+	json_object_object_add(o, "follow_forks", json_object_new_boolean(p->follow_forks));
+	json_object_object_add(o, "duration_us", json_object_new_uint64(p->duration_us));
+	json_object_object_add(o, "format_version", json_object_new_int(p->format_version));
+	json_object_object_add(o, "zstd", json_object_new_boolean(p->compressed));
+	json_object_object_add(o, "start_time_us", json_object_new_uint64(p->start_us));
+	json_object_object_add(o, "directory", json_object_new_string(p->directory));
+	json_object_object_add(o, "processes", mp_summary__procs_json(s));
+	printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+						       JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+}
+
 void ctl_print_profile(const struct memprof_client_profile *p)
 {
+	struct mp_summary s;
+
+	if (ctl_summary__from_client(&s, p) < 0) {
+		ctl_fail(ctl.cmd, "Out of memory");
+		return;
+	}
 	if (ctl.json) {
-		struct json_object *o = json_object_new_object(), *a = json_object_new_array();
-
-		json_object_object_add(o, "id", json_object_new_int64(p->id));
-		json_object_object_add(o, "path", json_object_new_string(p->path));
-		json_object_object_add(o, "state", json_object_new_string(p->state_name));
-		json_object_object_add(o, "owner_uid", json_object_new_int64(p->owner_uid));
-		json_object_object_add(o, "rate", json_object_new_double(p->rate));
-		json_object_object_add(o, "callstack_size",
-				       json_object_new_int64(p->callstack_size));
-		json_object_object_add(o, "follow_forks", json_object_new_boolean(p->follow_forks));
-		json_object_object_add(o, "duration_us", json_object_new_uint64(p->duration_us));
-		json_object_object_add(o, "format_version", json_object_new_int(p->format_version));
-		json_object_object_add(o, "zstd", json_object_new_boolean(p->compressed));
-		json_object_object_add(o, "start_time_us", json_object_new_uint64(p->start_us));
-		json_object_object_add(o, "directory", json_object_new_string(p->directory));
-		for (size_t i = 0; i < p->nprocs; i++) {
-			const struct memprof_client_process *c = &p->procs[i];
-			struct json_object *j = json_object_new_object();
-
-			json_object_object_add(j, "pid", json_object_new_int64(c->pid));
-			json_object_object_add(j, "comm", json_object_new_string(c->comm));
-			json_object_object_add(j, "exited", json_object_new_boolean(c->exited));
-			json_object_object_add(j, "mode", c->mode ? json_object_new_string(c->mode) :
-								    NULL);
-			json_object_object_add(j, "samples", json_object_new_uint64(c->samples));
-			json_object_object_add(j, "nsamples", json_object_new_uint64(c->nsamples));
-			json_object_object_add(j, "frees", json_object_new_uint64(c->frees));
-			json_object_object_add(j, "est_alloc_bytes",
-					       json_object_new_double(c->est_alloc_bytes));
-			json_object_object_add(j, "est_live_bytes",
-					       json_object_new_double(c->est_live_bytes));
-			json_object_object_add(j, "live_nsamples",
-					       json_object_new_uint64(c->live_nsamples));
-			json_object_object_add(j, "est_alloc_se_bytes", json_object_new_double(
-					       mp_est_se_bound_bytes(p->rate, c->est_alloc_bytes)));
-			json_object_object_add(j, "est_live_se_bytes", json_object_new_double(
-					       mp_est_se_bound_bytes(p->rate, c->est_live_bytes)));
-			json_object_object_add(j, "est_alloc_words", json_object_new_double(
-					       mp_est_words(p->rate, c->nsamples)));
-			json_object_object_add(j, "est_live_words", json_object_new_double(
-					       mp_est_words(p->rate, c->live_nsamples)));
-			json_object_object_add(j, "drops", json_object_new_uint64(c->drops));
-			json_object_object_add(j, "detached_reason", c->detached_reason ?
-					       json_object_new_string(c->detached_reason) : NULL);
-			json_object_object_add(j, "write_error", c->write_error ?
-					       json_object_new_string(c->write_error) : NULL);
-			json_object_object_add(j, "write_error_since_us", c->write_error ?
-					       json_object_new_uint64(c->write_error_since_us) :
-					       NULL);
-			json_object_object_add(j, "lost_writes",
-					       json_object_new_uint64(c->lost_writes));
-			json_object_object_add(j, "trace", c->trace[0] ?
-					       json_object_new_string(c->trace) : NULL);
-			json_object_array_add(a, j);
-		}
-		json_object_object_add(o, "processes", a);
-		printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-							       JSON_C_TO_STRING_NOSLASHESCAPE));
-		json_object_put(o);
+		print_profile_json(p, &s);
+		mp_summary__free(&s);
 		return;
 	}
 	printf("Profile %" PRIu32 ": %s\n", p->id, p->state_name);
@@ -202,71 +185,39 @@ void ctl_print_profile(const struct memprof_client_profile *p)
 	printf("  Format:     memtrace v%u%s\n", p->format_version, p->compressed ? ", zstd" : "");
 	printf("  Directory:  %s\n", p->directory);
 	printf("  %-8s %-16s %-7s %-7s %9s %9s %21s %21s %7s  %s\n", "PID", "COMM", "STATE",
-	       "MODE", "SAMPLES", "FREES", "ALLOCATED", "LIVE", "DROPS", "TRACE");
-	for (size_t i = 0; i < p->nprocs; i++) {
-		const struct memprof_client_process *c = &p->procs[i];
+	       "MODE", "BLOCKS", "FREED", "ALLOCATED", "LIVE", "DROPS", "TRACE");
+	for (size_t i = 0; i < s.nprocs; i++) {
+		const struct mp_summary_proc *c = &s.procs[i];
 		char alloc[32], live[32], se[32], a[72], l[72];
 
 		/* Estimates with their standard error (the binomial sampling's). */
-		ctl_human_bytes(c->est_alloc_bytes, 1, alloc, sizeof(alloc));
-		ctl_human_bytes(mp_est_se_bound_bytes(p->rate, c->est_alloc_bytes), 1, se, sizeof(se));
-		snprintf(a, sizeof(a), "%s ±%s", alloc, se);
-		ctl_human_bytes(c->est_live_bytes, 1, live, sizeof(live));
-		ctl_human_bytes(mp_est_se_bound_bytes(p->rate, c->est_live_bytes), 1, se,
-				sizeof(se));
-		snprintf(l, sizeof(l), "%s ±%s", live, se);
+		mp_fmt_bytes(c->allocated_bytes_se, se, sizeof(se));
+		snprintf(a, sizeof(a), "%s ±%s", mp_fmt_bytes(c->allocated_bytes, alloc,
+							      sizeof(alloc)), se);
+		mp_fmt_bytes(c->live_bytes_se, se, sizeof(se));
+		snprintf(l, sizeof(l), "%s ±%s", mp_fmt_bytes(c->live_bytes, live, sizeof(live)), se);
 		printf("  %-8" PRIu32 " %-16s %-7s %-7s %9" PRIu64 " %9" PRIu64 " %21s %21s %7"
 		       PRIu64 "  %s\n", (uint32_t)c->pid, c->comm, c->exited ? "exited" : "running",
-		       c->mode ? c->mode : "?", c->samples,
-		       c->frees, a, l, c->drops, c->trace[0] ? c->trace : "(client's file)");
+		       c->mode ? c->mode : "?", c->sampled_blocks, c->freed_blocks, a, l, c->drops,
+		       c->trace ? c->trace : "(client's file)");
 		if (c->detached_reason)
 			printf("  %-8" PRIu32 " DETACHED: %s; its trace ends there\n", (uint32_t)c->pid,
 			       c->detached_reason);
-		if (c->write_error) {
-			time_t sec = (time_t)(c->write_error_since_us / 1000000);
-			char when[64];
-			struct tm tm;
-
-			localtime_r(&sec, &tm);
-			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-			if (strcmp(c->write_error, "stalled"))
-				printf("  %-8" PRIu32 " WRITE ERROR: %s (%s) since %s: %" PRIu64
-				       " events not written; the trace ends there\n",
-				       (uint32_t)c->pid, c->write_error,
-				       describe_errno(c->write_error), when, c->lost_writes);
-			else
-				printf("  %-8" PRIu32 " OUTPUT STALLED since %s: %" PRIu64
-				       " events not written (the file did not keep up)\n",
-				       (uint32_t)c->pid, when, c->lost_writes);
-		}
+		if (c->write_error)
+			print_write_error(c);
 	}
+	mp_summary__free(&s);
 }
 
 int ctl_parse_duration(const char *s, uint64_t *us)
 {
-	static const struct {
-		const char *suffix;
-		double mult;
-	} units[] = {
-		{ "", 1e6 }, { "s", 1e6 }, { "ms", 1e3 }, { "us", 1 }, { "m", 60e6 }, { "min", 60e6 },
-		{ "h", 3600e6 },
-	};
-	char *end;
-	double v;
+	uint64_t v;
+	int r = mp_parse_duration(s, &v);
 
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || !(v > 0))
-		return -EINVAL;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (!strcmp(end, units[i].suffix)) {
-			double x = v * units[i].mult;
-
-			if (x < 1 || x > (double)MP_MAX_DURATION_US)
-				return -ERANGE;
-			*us = (uint64_t)x;
-			return 0;
-		}
-	}
-	return -EINVAL;
+	if (r < 0)
+		return r;
+	if (v < 1 || v > MP_MAX_DURATION_US)
+		return -ERANGE;
+	*us = v;
+	return 0;
 }

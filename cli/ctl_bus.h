@@ -35,8 +35,10 @@ int ctl_fail_client(const char *cmd, const struct memprof_client *c, int r);
  * -errno after printing one line.
  */
 int ctl_wait_stopped(struct memprof_client *c, const char *cmd, uint32_t id, bool interrupt);
-/* @b bytes as "12 B", "1.5 KiB" (@decimals digits from KiB on). */
-void ctl_human_bytes(double b, int decimals, char *buf, size_t len);
+struct json_object;
+/* The members of a profile that `list` and `status` both print: id, state, path, owner, rate. */
+void ctl_profile_json_head(struct json_object *o, uint32_t id, const char *state,
+			   const char *path, uint32_t owner_uid, double rate);
 /* Print a profile: a block of text, or one JSON object. */
 void ctl_print_profile(const struct memprof_client_profile *p);
 
@@ -52,8 +54,8 @@ int ctl_stop_or_discard(int argc, char **argv, bool discard);
 int ctl_list_profiles(struct memprof_client *c, const char *cmd, bool print,
 		      unsigned int counts[3]);
 
-/* Parse "10", "10s", "500ms", "2m", "1h" into µs: -EINVAL, or -ERANGE outside
- * [1 µs, MP_MAX_DURATION_US]. */
+/* A profile's duration (mp_parse_duration(): "10", "10s", "500ms", "2m", "1h") in µs: -EINVAL,
+ * or -ERANGE outside [1 µs, MP_MAX_DURATION_US]. */
 int ctl_parse_duration(const char *s, uint64_t *us);
 
 #endif

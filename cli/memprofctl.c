@@ -47,6 +47,33 @@ static void usage(FILE *f)
 	fprintf(f, "\nRun 'memprofctl COMMAND --help' for a command's options.\n");
 }
 
+int ctl_parse_json_help(int argc, char **argv, const char *help)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			ctl.json = true;
+			break;
+		case 'h':
+			printf("%s\n"
+			       "Options:\n"
+			       "  -j, --json   print JSON\n"
+			       "  -h, --help   show this help\n", help);
+			return 0;
+		default:
+			return 2;	/* getopt printed the error line */
+		}
+	}
+	return -1;
+}
+
 /* Exact match first, then a unique prefix (as bpftool does). */
 static const struct ctl_command *find_command(const char *name)
 {

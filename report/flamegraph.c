@@ -221,8 +221,8 @@ static void fg_est(FILE *f, double value, double var)
 {
 	char vbuf[32], sbuf[32];
 
-	fprintf(f, "%s \u00b1 %s", rp_fmt_bytes(value, vbuf, sizeof(vbuf)),
-		rp_fmt_bytes(sqrt(fmax(var, 0)), sbuf, sizeof(sbuf)));
+	fprintf(f, "%s \u00b1 %s", mp_fmt_bytes(value, vbuf, sizeof(vbuf)),
+		mp_fmt_bytes(sqrt(fmax(var, 0)), sbuf, sizeof(sbuf)));
 }
 
 static void fg_frame(struct fg *g, uint32_t ni, double x, unsigned int depth)
@@ -265,7 +265,7 @@ static void fg_frame(struct fg *g, uint32_t ni, double x, unsigned int depth)
 	if (g->m->has_base) {
 		char bbuf[32];
 
-		fprintf(f, "; base %s, change %s", rp_fmt_bytes(nd->base, bbuf, sizeof(bbuf)),
+		fprintf(f, "; base %s, change %s", mp_fmt_bytes(nd->base, bbuf, sizeof(bbuf)),
 			nd->value > nd->base ? "+" : "");
 		fg_est(f, nd->value - nd->base, nd->var + nd->base_var);
 		fputs(" (SE)", f);
@@ -542,7 +542,7 @@ static void fg_header(struct fg *g, const char *title)
 		"fill=\"#f4f4f0\"/>\n", FG_WIDTH, height);
 	fprintf(f, "<text id=\"fg_title\" x=\"%.0f\" y=\"24\">", FG_WIDTH / 2);
 	xml_escape(f, title);
-	fprintf(f, " (total %s)</text>\n", rp_fmt_bytes(g->total, tb, sizeof(tb)));
+	fprintf(f, " (total %s)</text>\n", mp_fmt_bytes(g->total, tb, sizeof(tb)));
 	fprintf(f, "<text id=\"fg_unzoom\" class=\"hide\" x=\"%.0f\" y=\"24\">"
 		"<tspan class=\"button\">Reset zoom</tspan></text>\n", FG_PAD + 60);
 	fprintf(f, "<text x=\"%.0f\" y=\"24\"><tspan id=\"fg_flip\" class=\"button\">%s"

@@ -16,6 +16,23 @@ static struct json_object *est_obj(const struct rp_est *e)
 	return o;
 }
 
+/* A trace's counts of events. */
+static void trace_counts(struct json_object *o, const struct rp_trace *t)
+{
+	const struct {
+		const char *key;
+		uint64_t v;
+	} counts[] = {
+		{ "sampled_blocks", t->nblocks }, { "freed_blocks", t->collects },
+		{ "promotes", t->promotes }, { "unmatched_frees", t->unmatched_collects },
+		{ "samples", t->sum_nsamples }, { "sum_length_words", t->sum_length },
+		{ "warnings", t->warnings },
+	};
+
+	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+		json_object_object_add(o, counts[k].key, json_object_new_int64((int64_t)counts[k].v));
+}
+
 static struct json_object *traces_obj(const struct rp_model *m)
 {
 	struct json_object *a = json_object_new_array();
@@ -46,19 +63,7 @@ static struct json_object *traces_obj(const struct rp_model *m)
 				       json_object_new_double((double)t->win_end / 1e6));
 		json_object_object_add(o, "young_after_s",
 				       json_object_new_double((double)t->young_after / 1e6));
-		json_object_object_add(o, "allocs", json_object_new_int64((int64_t)t->nblocks));
-		json_object_object_add(o, "collects",
-				       json_object_new_int64((int64_t)t->collects));
-		json_object_object_add(o, "promotes",
-				       json_object_new_int64((int64_t)t->promotes));
-		json_object_object_add(o, "unmatched_collects",
-				       json_object_new_int64((int64_t)t->unmatched_collects));
-		json_object_object_add(o, "sum_nsamples",
-				       json_object_new_int64((int64_t)t->sum_nsamples));
-		json_object_object_add(o, "sum_length_words",
-				       json_object_new_int64((int64_t)t->sum_length));
-		json_object_object_add(o, "warnings",
-				       json_object_new_int64((int64_t)t->warnings));
+		trace_counts(o, t);
 		json_object_array_add(a, o);
 	}
 	return a;
@@ -106,7 +111,8 @@ static struct json_object *site_obj(const struct rp_model *m, const struct rp_si
 	json_object_object_add(o, "live_allocations", est_obj(&s->live_blocks));
 	json_object_object_add(o, "sampled_blocks", json_object_new_int64((int64_t)s->sampled));
 	json_object_object_add(o, "samples", json_object_new_int64((int64_t)s->samples));
-	json_object_object_add(o, "sampled_live", json_object_new_int64((int64_t)s->sampled_live));
+	json_object_object_add(o, "live_sampled_blocks",
+			       json_object_new_int64((int64_t)s->sampled_live));
 	json_object_object_add(o, "temporary_allocations", est_obj(&s->temp_blocks));
 	json_object_object_add(o, "temporary_bytes", est_obj(&s->temp_bytes));
 	json_object_object_add(o, "peak_live_bytes", est_obj(&s->peak_live_bytes));
@@ -156,9 +162,9 @@ static struct json_object *suspects_arr(const struct rp_model *m)
 
 		json_object_object_add(o, "old_live_bytes", est_obj(&s->old_live_bytes));
 		json_object_object_add(o, "old_live_allocations", est_obj(&s->old_live_blocks));
-		json_object_object_add(o, "sampled_old_live",
+		json_object_object_add(o, "old_live_sampled_blocks",
 				       json_object_new_int64((int64_t)s->sampled_old_live));
-		json_object_object_add(o, "sampled_freed",
+		json_object_object_add(o, "freed_sampled_blocks",
 				       json_object_new_int64((int64_t)s->sampled_freed));
 		if (s->nlifetimes) {
 			json_object_object_add(o, "lifetime_median_s",
@@ -264,12 +270,12 @@ int rp_print_json(const struct rp_model *m, FILE *f)
 	json_object_object_add(tot, "allocations", est_obj(&m->total_blocks));
 	json_object_object_add(tot, "live_bytes", est_obj(&m->total_live_bytes));
 	json_object_object_add(tot, "live_allocations", est_obj(&m->total_live_blocks));
-	json_object_object_add(tot, "est_words", est_obj(&m->total_words));
-	json_object_object_add(tot, "live_est_words", est_obj(&m->total_live_words));
+	json_object_object_add(tot, "allocated_words", est_obj(&m->total_words));
+	json_object_object_add(tot, "live_words", est_obj(&m->total_live_words));
 	json_object_object_add(tot, "sampled_blocks",
 			       json_object_new_int64((int64_t)m->total_sampled));
 	json_object_object_add(tot, "samples", json_object_new_int64((int64_t)m->total_samples));
-	json_object_object_add(tot, "sampled_live",
+	json_object_object_add(tot, "live_sampled_blocks",
 			       json_object_new_int64((int64_t)m->total_sampled_live));
 	json_object_object_add(tot, "sites", json_object_new_int64((int64_t)m->nsites));
 	json_object_object_add(root, "totals", tot);

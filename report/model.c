@@ -492,51 +492,6 @@ int64_t rp_site_intern(struct rp_model *m, uint32_t si)
  * Small helpers shared by the outputs
  */
 
-int rp_parse_duration(const char *s, uint64_t *us)
-{
-	static const struct {
-		const char *suffix;
-		double mult;
-	} units[] = {
-		{ "", 1e6 }, { "s", 1e6 }, { "ms", 1e3 }, { "us", 1 }, { "µs", 1 },
-		{ "m", 60e6 }, { "min", 60e6 }, { "h", 3600e6 },
-	};
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (end == s || errno || !(v >= 0) || isinf(v))
-		return -EINVAL;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (!strcmp(end, units[i].suffix)) {
-			double r = v * units[i].mult;
-
-			if (r > 1.8e19)
-				return -EINVAL;
-			*us = (uint64_t)llround(r);
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
-const char *rp_fmt_bytes(double bytes, char *buf, size_t len)
-{
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
-	unsigned int u = 0;
-
-	while (fabs(bytes) >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
-		bytes /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, len, "%.0f B", bytes);
-	else
-		snprintf(buf, len, "%.1f %s", bytes, units[u]);
-	return buf;
-}
-
 static int write_all(int fd, const char *p, size_t len)
 {
 	while (len) {

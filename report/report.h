@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "userspace-lib/units.h"	/* mp_fmt_bytes(), mp_parse_duration() */
+
 /* Hard limits on what a trace can make us hold. */
 #define RP_MAX_BLOCKS	(64u << 20)	/* sampled blocks over all traces */
 #define RP_MAX_FRAMES	(16u << 20)	/* distinct frames */
@@ -260,13 +262,8 @@ void rp_print_notes(const struct rp_model *m, FILE *f);
 int rp_write_flamegraph(const struct rp_model *m, const char *path);
 int rp_write_pprof(const struct rp_model *m, const char *path);
 
-/* Parse "1.5", "1.5s", "500ms", "20us", "2m" into µs. Returns 0 or -EINVAL. */
-int rp_parse_duration(const char *s, uint64_t *us);
-
 /* Helpers shared by the outputs. */
 const char *rp_by_name(enum rp_by by);
-/* Human-readable bytes ("12.3 MiB") into @buf. */
-const char *rp_fmt_bytes(double bytes, char *buf, size_t len);
 /*
  * Write @len bytes of @data to @path, "-" for standard output. A file there is replaced only
  * once the new one is complete; a device or FIFO is written as it is (outfile.h). Returns 0

@@ -136,7 +136,7 @@ static void print_total(FILE *f, const char *what, const struct rp_est *e, bool 
 
 	if (bytes)
 		fprintf(f, "  %-13s %12s ± %-12s (%.0f ± %.0f bytes)\n", what,
-			rp_fmt_bytes(e->est, b1, sizeof(b1)), rp_fmt_bytes(rp_se(e), b2, sizeof(b2)),
+			mp_fmt_bytes(e->est, b1, sizeof(b1)), mp_fmt_bytes(rp_se(e), b2, sizeof(b2)),
 			e->est, rp_se(e));
 	else
 		fprintf(f, "  %-13s %12.0f ± %.0f\n", what, e->est, rp_se(e));
@@ -167,7 +167,7 @@ static void print_col(FILE *f, enum col c, double v)
 	char b[32];
 
 	if (c == COL_BYTES || c == COL_LIVE_BYTES)
-		fprintf(f, " %11s", rp_fmt_bytes(v, b, sizeof(b)));
+		fprintf(f, " %11s", mp_fmt_bytes(v, b, sizeof(b)));
 	else
 		fprintf(f, " %11.0f", v);
 }
@@ -210,6 +210,15 @@ static void print_sites(const struct rp_model *m, FILE *f, const uint32_t *order
 		fprintf(f, "  (no allocations in the window)\n");
 }
 
+/* An estimate of bytes and its standard error, in two columns. */
+static void print_bytes_se(FILE *f, const struct rp_est *e)
+{
+	char b1[32], b2[32];
+
+	fprintf(f, " %11s %11s", mp_fmt_bytes(e->est, b1, sizeof(b1)),
+		mp_fmt_bytes(rp_se(e), b2, sizeof(b2)));
+}
+
 static void print_leaks(const struct rp_model *m, FILE *f)
 {
 	fprintf(f, "\nLeak suspects: sites with sampled blocks still live at the end that were "
@@ -223,7 +232,7 @@ static void print_leaks(const struct rp_model *m, FILE *f)
 		"site");
 	for (size_t i = 0; i < m->nsuspects; i++) {
 		const struct rp_site *s = &m->sites[m->suspects[i]];
-		char b1[32], b2[32], life[32], age[32], ratio[24];
+		char life[32], age[32], ratio[24];
 
 		if (s->nlifetimes)
 			snprintf(life, sizeof(life), "%.3f/%.3f", s->life_median_s, s->life_p90_s);
@@ -233,10 +242,10 @@ static void print_leaks(const struct rp_model *m, FILE *f)
 		snprintf(ratio, sizeof(ratio), "%llu/%llu",
 			 (unsigned long long)s->sampled_old_live,
 			 (unsigned long long)s->sampled_live);
-		fprintf(f, "  %3zu %11s %11s %10.0f %9s %6.1f%% %19s %19s  ", i + 1,
-			rp_fmt_bytes(s->live_bytes.est, b1, sizeof(b1)),
-			rp_fmt_bytes(rp_se(&s->live_bytes), b2, sizeof(b2)), s->live_blocks.est,
-			ratio, s->sampled ? 100.0 * (double)s->sampled_freed / (double)s->sampled : 0,
+		fprintf(f, "  %3zu", i + 1);
+		print_bytes_se(f, &s->live_bytes);
+		fprintf(f, " %10.0f %9s %6.1f%% %19s %19s  ", s->live_blocks.est, ratio,
+			s->sampled ? 100.0 * (double)s->sampled_freed / (double)s->sampled : 0,
 			life, age);
 		print_site(m, s, f, 117);
 		fputc('\n', f);
@@ -250,17 +259,17 @@ static void print_peak(const struct rp_model *m, FILE *f)
 	char b1[32], b2[32];
 
 	fprintf(f, "\nPeak of the live heap: %s ± %s at %.3f s (the largest estimate after a "
-		"sampled allocation)\n", rp_fmt_bytes(m->peak_live.est, b1, sizeof(b1)),
-		rp_fmt_bytes(rp_se(&m->peak_live), b2, sizeof(b2)), (double)m->peak_us / 1e6);
+		"sampled allocation)\n", mp_fmt_bytes(m->peak_live.est, b1, sizeof(b1)),
+		mp_fmt_bytes(rp_se(&m->peak_live), b2, sizeof(b2)), (double)m->peak_us / 1e6);
 	fprintf(f, "  %3s %11s %11s %6s  %s\n", "#", "live bytes", "± SE", "%", "site");
 	for (size_t i = 0; i < n; i++) {
 		const struct rp_site *s = &m->sites[m->by_peak[i]];
 
 		if (!(s->peak_live_bytes.est > 0))
 			break;
-		fprintf(f, "  %3zu %11s %11s %5.1f%%  ", i + 1,
-			rp_fmt_bytes(s->peak_live_bytes.est, b1, sizeof(b1)),
-			rp_fmt_bytes(rp_se(&s->peak_live_bytes), b2, sizeof(b2)),
+		fprintf(f, "  %3zu", i + 1);
+		print_bytes_se(f, &s->peak_live_bytes);
+		fprintf(f, " %5.1f%%  ",
 			m->peak_live.est > 0 ? 100 * s->peak_live_bytes.est / m->peak_live.est : 0);
 		print_site(m, s, f, 38);
 		fputc('\n', f);
@@ -277,8 +286,8 @@ static void print_temporary(const struct rp_model *m, FILE *f)
 		"%s ± %s\n", (double)m->opts.temp_us / 1e3, m->total_temp_blocks.est,
 		rp_se(&m->total_temp_blocks),
 		m->total_blocks.est > 0 ? 100 * m->total_temp_blocks.est / m->total_blocks.est : 0,
-		rp_fmt_bytes(m->total_temp_bytes.est, b1, sizeof(b1)),
-		rp_fmt_bytes(rp_se(&m->total_temp_bytes), b2, sizeof(b2)));
+		mp_fmt_bytes(m->total_temp_bytes.est, b1, sizeof(b1)),
+		mp_fmt_bytes(rp_se(&m->total_temp_bytes), b2, sizeof(b2)));
 	fprintf(f, "  %3s %11s %10s %7s %11s  %s\n", "#", "temporary", "± SE", "of site", "bytes",
 		"site");
 	for (size_t i = 0; i < n; i++) {
@@ -289,7 +298,7 @@ static void print_temporary(const struct rp_model *m, FILE *f)
 		fprintf(f, "  %3zu %11.0f %10.0f %6.1f%% %11s  ", i + 1, s->temp_blocks.est,
 			rp_se(&s->temp_blocks),
 			s->blocks.est > 0 ? 100 * s->temp_blocks.est / s->blocks.est : 0,
-			rp_fmt_bytes(s->temp_bytes.est, b1, sizeof(b1)));
+			mp_fmt_bytes(s->temp_bytes.est, b1, sizeof(b1)));
 		print_site(m, s, f, 50);
 		fputc('\n', f);
 	}
@@ -301,7 +310,7 @@ static const char *size_label(unsigned int k, char *buf, size_t len)
 	char b[32];
 
 	snprintf(buf, len, "%s %s", k + 1 < RP_SIZE_CLASSES ? "<=" : ">",
-		 rp_fmt_bytes(rp_size_class_max(k), b, sizeof(b)));
+		 mp_fmt_bytes(rp_size_class_max(k), b, sizeof(b)));
 	return buf;
 }
 
@@ -327,7 +336,7 @@ static void print_sizes(const struct rp_model *m, FILE *f)
 		memset(bar, '#', (size_t)w);
 		bar[w] = '\0';
 		fprintf(f, "  %11s %11.0f %9.0f %11s  %s\n", size_label(k, lab, sizeof(lab)),
-			e->est, rp_se(e), rp_fmt_bytes(m->size_bytes[k].est, b1, sizeof(b1)), bar);
+			e->est, rp_se(e), mp_fmt_bytes(m->size_bytes[k].est, b1, sizeof(b1)), bar);
 	}
 	fprintf(f, "  By site (the top %zu by bytes): size class: allocations ± SE\n", n);
 	for (size_t i = 0; i < n; i++) {
@@ -369,23 +378,23 @@ static void print_timeline(const struct rp_model *m, FILE *f)
 	fprintf(f, "  %10s %11s %11s\n", "t (s)", "live bytes", "± SE");
 	for (size_t i = 0; i < m->npoints; i++) {
 		const struct rp_point *p = &m->timeline[i];
-		char b1[32], b2[32], bar[41];
+		char bar[41];
 		int w = peak > 0 ? (int)lround(40 * p->live_bytes.est / peak) : 0;
 
 		memset(bar, '#', (size_t)w);
 		bar[w] = '\0';
-		fprintf(f, "  %10.3f %11s %11s  %s\n", p->t_s,
-			rp_fmt_bytes(p->live_bytes.est, b1, sizeof(b1)),
-			rp_fmt_bytes(rp_se(&p->live_bytes), b2, sizeof(b2)), bar);
+		fprintf(f, "  %10.3f", p->t_s);
+		print_bytes_se(f, &p->live_bytes);
+		fprintf(f, "  %s\n", bar);
 	}
 }
 
 /* Bytes with their sign: "+1.2 MiB", "-300 B". */
 static const char *signed_bytes(double v, char *buf, size_t len)
 {
-	char b[32];
+	char b[24];
 
-	snprintf(buf, len, "%s%s", v > 0 ? "+" : "", rp_fmt_bytes(v, b, sizeof(b)));
+	snprintf(buf, len, "%s%s", v > 0 ? "+" : "", mp_fmt_bytes(v, b, sizeof(b)));
 	return buf;
 }
 
@@ -397,9 +406,9 @@ static void print_change_total(FILE *f, const char *what, const struct rp_est *c
 
 	if (bytes)
 		fprintf(f, "  %-13s %12s %12s %12s ± %-11s\n", what,
-			rp_fmt_bytes(base->est, b1, sizeof(b1)),
-			rp_fmt_bytes(cur->est, b2, sizeof(b2)), signed_bytes(d.est, b3, sizeof(b3)),
-			rp_fmt_bytes(rp_se(&d), b4, sizeof(b4)));
+			mp_fmt_bytes(base->est, b1, sizeof(b1)),
+			mp_fmt_bytes(cur->est, b2, sizeof(b2)), signed_bytes(d.est, b3, sizeof(b3)),
+			mp_fmt_bytes(rp_se(&d), b4, sizeof(b4)));
 	else
 		fprintf(f, "  %-13s %12.0f %12.0f %+12.0f ± %-11.0f\n", what, base->est, cur->est,
 			d.est, rp_se(&d));
@@ -424,10 +433,10 @@ static void print_changes(const struct rp_model *m, FILE *f, bool live)
 
 		fprintf(f, "  %3zu %12s %11s %7.1f %11s %11s  ", i + 1,
 			signed_bytes(d.est, b1, sizeof(b1)),
-			rp_fmt_bytes(rp_se(&d), b2, sizeof(b2)),
+			mp_fmt_bytes(rp_se(&d), b2, sizeof(b2)),
 			rp_se(&d) > 0 ? d.est / rp_se(&d) : 0,
-			rp_fmt_bytes(base->est, b3, sizeof(b3)),
-			rp_fmt_bytes(cur->est, b4, sizeof(b4)));
+			mp_fmt_bytes(base->est, b3, sizeof(b3)),
+			mp_fmt_bytes(cur->est, b4, sizeof(b4)));
 		print_site(m, s, f, 64);
 		fputc('\n', f);
 	}
@@ -470,9 +479,9 @@ int rp_print_summary(const struct rp_model *m, const char *flame, const char *pp
 	if (m->has_base)
 		fprintf(f, " minus %zu base trace%s", nbase, nbase == 1 ? "" : "s");
 	fprintf(f, ", %s%s ± %s allocated, %s%s ± %s live at end, %zu sites%s\n",
-		m->has_base && a.est > 0 ? "+" : "", rp_fmt_bytes(a.est, b1, sizeof(b1)),
-		rp_fmt_bytes(rp_se(&a), b2, sizeof(b2)), m->has_base && l.est > 0 ? "+" : "",
-		rp_fmt_bytes(l.est, b3, sizeof(b3)), rp_fmt_bytes(rp_se(&l), b4, sizeof(b4)),
+		m->has_base && a.est > 0 ? "+" : "", mp_fmt_bytes(a.est, b1, sizeof(b1)),
+		mp_fmt_bytes(rp_se(&a), b2, sizeof(b2)), m->has_base && l.est > 0 ? "+" : "",
+		mp_fmt_bytes(l.est, b3, sizeof(b3)), mp_fmt_bytes(rp_se(&l), b4, sizeof(b4)),
 		m->nsites, m->opts.live ? " (by live bytes)" : "");
 	if (fflush(f) || ferror(f))
 		return errno ? -errno : -EIO;

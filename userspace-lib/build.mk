@@ -98,3 +98,10 @@ bench-codec: $(B)/bench/codec_bench
 bench: bench-codec
 include userspace-lib/preload/preload.mk
 include userspace-lib/api.mk
+
+# The duration parser and byte formatter of memprofctl and its reports (units.h).
+$(B)/tests/unit/test_units: $(B)/tests/unit/test_units.o
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< -lm
+
+UNIT_TESTS += $(B)/tests/unit/test_units

@@ -1,27 +1,24 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * `memprofctl record` through memprofd: see cli/record/record_daemon.h. The summary at exit counts the
- * processes of record's own profile only (its Profile1 properties); the daemon's counters
- * (Manager1.Stats) are of all its profiles together, so their growth during the recording is
- * shown apart, as such, and only when a loss counter grew.
+ * `memprofctl record` through memprofd: see cli/record/record_daemon.h. The summary at exit
+ * counts the processes of record's own profile only (its Profile1 properties); the daemon's
+ * counters (Manager1.Stats) are of all its profiles together, so their growth during the
+ * recording is shown apart, as such, and only when a loss counter grew (cli/summary.c).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
-
-#include "userspace-lib/estimate.h"
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
 #include "cli/record/record_daemon.h"
+#include "cli/summary.h"
 #include "userspace-lib/codec/outfile.h"
 
 #define PFX "memprofctl record: "
@@ -225,160 +222,47 @@ static uint64_t grown(const struct memprof_client_daemon *before,
 	return a > b ? a - b : 0;
 }
 
-/* The loss counters of the summary: BPF's (but "nested", activity), then the engine's. */
-static size_t loss_names(const char **names, size_t max)
+/*
+ * Record's profile as memprofd tells it, with the losses of the daemon's counters while it ran
+ * (all its profiles together, so said) and the file of each trace written through a passed fd
+ * (@paths: @p->nprocs of them).
+ */
+static int summary_of(const struct record_daemon *rd, const struct memprof_client_profile *p,
+		      const struct memprof_client_daemon *after, struct mp_summary *s,
+		      char (*paths)[PATH_MAX + 16])
 {
-	size_t n = 0;
+	int r = ctl_summary__from_client(s, p);
 
-	for (int i = MP_STAT_RINGBUF_DROPS; i < MP_STAT__MAX && n < max; i++)
-		if (i != MP_STAT_NESTED)
-			names[n++] = mp_stat__name(i);
-	for (int i = 0; i < MP_DROP__MAX && n < max; i++)
-		names[n++] = mp_engine_drop__name(i);
-	return n;
-}
-
-static const char *trace_of(const struct record_daemon *rd, const struct memprof_client_process *c,
-			    char *buf, size_t len)
-{
-	if (c->trace && c->trace[0])
-		return c->trace;	/* written under the daemon's directory */
-	if (c->pid == rd->root)
-		return rd->out_path;
-	snprintf(buf, len, "%s.%d", rd->out_path, (int)c->pid);
-	return buf;
-}
-
-/* The sums over @p's processes of their counts. */
-static struct memprof_client_process profile_totals(const struct memprof_client_profile *p)
-{
-	struct memprof_client_process t = { 0 };
-
-	for (size_t i = 0; i < p->nprocs; i++) {
-		t.samples += p->procs[i].samples;
-		t.nsamples += p->procs[i].nsamples;
-		t.frees += p->procs[i].frees;
-		t.drops += p->procs[i].drops;
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < s->nprocs; i++) {
+		if (s->procs[i].trace)
+			continue;	/* written under the daemon's directory */
+		if (s->procs[i].pid == rd->root)
+			snprintf(paths[i], sizeof(paths[i]), "%s", rd->out_path);
+		else
+			snprintf(paths[i], sizeof(paths[i]), "%s.%d", rd->out_path,
+				 (int)s->procs[i].pid);
+		s->procs[i].trace = paths[i];
 	}
-	return t;
-}
-
-static void summary_json(const struct record_daemon *rd, const struct memprof_client_profile *p,
-			 const struct memprof_client_daemon *after, int status)
-{
-	struct json_object *o = json_object_new_object(), *a = json_object_new_array();
-	struct json_object *d = json_object_new_object();
-	const char *names[MP_STAT__MAX + MP_DROP__MAX];
-	size_t n = loss_names(names, sizeof(names) / sizeof(names[0]));
-	struct memprof_client_process t = profile_totals(p);
-	char buf[PATH_MAX + 16];
-
-	json_object_object_add(o, "status", json_object_new_int(status));
-	json_object_object_add(o, "rate", json_object_new_double(p->rate));
-	json_object_object_add(o, "daemon_profile", json_object_new_int64(p->id));
-	for (size_t i = 0; i < p->nprocs; i++) {
-		const struct memprof_client_process *c = &p->procs[i];
-		struct json_object *j = json_object_new_object();
-
-		json_object_object_add(j, "pid", json_object_new_int(c->pid));
-		json_object_object_add(j, "comm", json_object_new_string(c->comm));
-		json_object_object_add(j, "trace", json_object_new_string(
-				       trace_of(rd, c, buf, sizeof(buf))));
-		json_object_object_add(j, "mode", c->mode ? json_object_new_string(c->mode) : NULL);
-		json_object_object_add(j, "blocks", json_object_new_uint64(c->samples));
-		json_object_object_add(j, "samples", json_object_new_uint64(c->nsamples));
-		json_object_object_add(j, "frees", json_object_new_uint64(c->frees));
-		json_object_object_add(j, "allocated_bytes",
-				       json_object_new_double(round(c->est_alloc_bytes)));
-		json_object_object_add(j, "allocated_bytes_se", json_object_new_double(
-				       round(mp_est_se_bound_bytes(p->rate, c->est_alloc_bytes))));
-		json_object_object_add(j, "live_bytes",
-				       json_object_new_double(round(c->est_live_bytes)));
-		json_object_object_add(j, "live_bytes_se", json_object_new_double(
-				       round(mp_est_se_bound_bytes(p->rate, c->est_live_bytes))));
-		json_object_object_add(j, "allocated_words", json_object_new_double(
-				       round(mp_est_words(p->rate, c->nsamples))));
-		json_object_object_add(j, "live_words", json_object_new_double(
-				       round(mp_est_words(p->rate, c->live_nsamples))));
-		json_object_object_add(j, "drops", json_object_new_uint64(c->drops));
-		json_object_object_add(j, "detached_reason", c->detached_reason ?
-				       json_object_new_string(c->detached_reason) : NULL);
-		json_object_array_add(a, j);
-	}
-	json_object_object_add(o, "processes", a);
-	/* This profile's processes only; the daemon's counters apart, named as such. */
-	json_object_object_add(o, "drops", json_object_new_uint64(t.drops));
-	json_object_object_add(o, "sampled", json_object_new_uint64(t.samples));
-	json_object_object_add(o, "samples", json_object_new_uint64(t.nsamples));
-	for (size_t i = 0; i < n; i++)
-		json_object_object_add(d, names[i], json_object_new_uint64(
-				       grown(rd->before, after, names[i])));
-	json_object_object_add(o, "daemon_drops", d);
-	if (after && after->mechanisms)
-		json_object_object_add(o, "mechanisms", json_object_new_string(after->mechanisms));
-	fprintf(stderr, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
-							       JSON_C_TO_STRING_NOSLASHESCAPE));
-	json_object_put(o);
-}
-
-static void summary_text(const struct record_daemon *rd, const struct memprof_client_profile *p,
-			 const struct memprof_client_daemon *after)
-{
-	const char *names[MP_STAT__MAX + MP_DROP__MAX];
-	size_t n = loss_names(names, sizeof(names) / sizeof(names[0]));
-	struct memprof_client_process t = profile_totals(p);
-	char buf[PATH_MAX + 16];
-	bool any = false;
-
-	for (size_t i = 0; i < p->nprocs; i++) {
-		const struct memprof_client_process *c = &p->procs[i];
-		char a[32], ase[32], l[32], lse[32];
-
-		ctl_human_bytes(c->est_alloc_bytes, 2, a, sizeof(a));
-		ctl_human_bytes(mp_est_se_bound_bytes(p->rate, c->est_alloc_bytes), 2, ase, sizeof(ase));
-		ctl_human_bytes(c->est_live_bytes, 2, l, sizeof(l));
-		ctl_human_bytes(mp_est_se_bound_bytes(p->rate, c->est_live_bytes), 2, lse,
-				sizeof(lse));
-		fprintf(stderr, PFX "%s (pid %d): %" PRIu64 " samples in %" PRIu64 " blocks, %"
-			PRIu64 " freed; allocated %s +/- %s, live at exit %s +/- %s; trace '%s'\n",
-			c->comm, (int)c->pid, c->nsamples, c->samples, c->frees, a, ase, l, lse,
-			trace_of(rd, c, buf, sizeof(buf)));
-		if (c->detached_reason)
-			fprintf(stderr, PFX "%s (pid %d): DETACHED before it exited: %s; its trace "
-				"ends there (blocks live then are not collected)\n", c->comm,
-				(int)c->pid, c->detached_reason);
-		if (c->mode && !strcmp(c->mode, "preload"))
-			fprintf(stderr, PFX "%s (pid %d): sampled in-process by libmemprof-preload\n",
-				c->comm, (int)c->pid);
-	}
-	if (t.drops)
-		fprintf(stderr, PFX "drops: %" PRIu64 " events of these processes\n", t.drops);
-	else
-		fprintf(stderr, PFX "drops: none\n");
-	for (size_t i = 0; i < n; i++) {
-		uint64_t d = grown(rd->before, after, names[i]);
-
-		if (!d)
-			continue;
-		if (!any)
-			fprintf(stderr, PFX "memprofd's losses while this ran, all its profiles "
-				"together:");
-		fprintf(stderr, " %s=%" PRIu64, names[i], d);
-		any = true;
-	}
-	if (any)
-		fprintf(stderr, "\n");
-	fprintf(stderr, PFX "%zu process(es): %" PRIu64 " samples in %" PRIu64 " blocks, %" PRIu64
-		" freed (memprofd profile %" PRIu32 ")\n", p->nprocs, t.nsamples, t.samples,
-		t.frees, p->id);
-	if (after && after->mechanisms)
-		fprintf(stderr, PFX "kernel mechanisms: %s (memprofd's)\n", after->mechanisms);
+	s->losses_daemon_wide = true;
+	for (int i = MP_STAT_RINGBUF_DROPS; i < MP_STAT__MAX; i++)
+		if (i != MP_STAT_NESTED)	/* activity, not a loss */
+			s->loss_names[s->nlosses++] = mp_stat__name(i);
+	for (int i = 0; i < MP_DROP__MAX; i++)
+		s->loss_names[s->nlosses++] = mp_engine_drop__name(i);
+	for (size_t i = 0; i < s->nlosses; i++)
+		s->loss_values[i] = grown(rd->before, after, s->loss_names[i]);
+	s->mechanisms = after ? after->mechanisms : NULL;
+	return 0;
 }
 
 int record_daemon__finish(struct record_daemon *rd, int status, const char *cmd0)
 {
 	struct memprof_client_daemon *after = NULL;
 	struct memprof_client_profile *p = NULL;
+	struct mp_summary s = { 0 };
+	char (*paths)[PATH_MAX + 16];
 	uint64_t lost;
 	int r;
 
@@ -404,15 +288,20 @@ int record_daemon__finish(struct record_daemon *rd, int status, const char *cmd0
 	memprof_client__daemon(rd->c, &after);
 	/* the daemon's count: all of its profiles, but a full disk is everyone's */
 	lost = grown(rd->before, after, mp_engine_drop__name(MP_DROP_WRITE));
-	if (ctl.json) {
-		summary_json(rd, p, after, status >= 0 ? (WIFEXITED(status) ?
-			     WEXITSTATUS(status) : 128 + WTERMSIG(status)) : -1);
+	paths = calloc(p->nprocs ? p->nprocs : 1, sizeof(*paths));
+	if (!paths || summary_of(rd, p, after, &s, paths) < 0) {
+		fprintf(stderr, PFX "Out of memory for the summary\n");
+	} else if (ctl.json) {
+		ctl_summary__print_json(&s, status >= 0 ? (WIFEXITED(status) ?
+					WEXITSTATUS(status) : 128 + WTERMSIG(status)) : -1, stderr);
 	} else {
-		summary_text(rd, p, after);
+		ctl_summary__print(&s, stderr);
 		if (status >= 0 && WIFSIGNALED(status))
 			fprintf(stderr, PFX "'%s' was killed by signal %d (%s)\n", cmd0,
 				WTERMSIG(status), strsignal(WTERMSIG(status)));
 	}
+	mp_summary__free(&s);
+	free(paths);
 	if (lost)
 		fprintf(stderr, PFX "memprofd failed to write %" PRIu64 " events to traces while "
 			"this ran (its log says which and why): '%s' may be incomplete\n", lost,

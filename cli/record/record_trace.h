@@ -54,8 +54,8 @@ int record_trace__wait_exec(pid_t pid, int *st);
  */
 int record_trace__run_to(pid_t pid, uint64_t addr, uint64_t state_addr, int *st);
 
-/* cli/cmd_record.c: bring @pid, stopped right after exec, to where every library it links is
- * mapped and no code of its own has run (see there). Same returns as record_trace__run_to(). */
+/* cli/record/link_map.c: bring @pid, stopped right after exec, to where every library it links
+ * is mapped and no code of its own has run. Same returns as record_trace__run_to(). */
 int record_run_to_link_map(pid_t pid, int *st);
 
 /*

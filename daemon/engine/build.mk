@@ -1,12 +1,12 @@
 # The sampling engine (daemon/engine/: engine.c, profile.c, proc.c, events.c, backtrace.c,
-# preload.c, output.c, source_bpf.c, sampler.c, entries.c, preload_batch.c), used in-process by
-# `memprofctl record` and by memprofd. Exports ENGINE_OBJS / ENGINE_LIBS.
+# preload.c, output.c, source_bpf.c, sampler.c, entries.c, preload_batch.c, summary.c), used
+# in-process by `memprofctl record` and by memprofd. Exports ENGINE_OBJS / ENGINE_LIBS.
 ENGINE_OWN_OBJS	:= $(addprefix $(B)/daemon/engine/,engine.o profile.o proc.o events.o \
 		     backtrace.o preload.o output.o source_bpf.o sampler.o entries.o \
-		     preload_batch.o)
+		     preload_batch.o summary.o)
 ENGINE_OBJS	= $(ENGINE_OWN_OBJS) $(BPF_LOADER_OBJS) $(filter-out $(BPF_LOADER_OBJS),$(SYMBOLIZE_OBJS))
 ENGINE_LIBS	= $(BPF_LOADER_LIBS) $(SYMBOLIZE_LIBS) $(B)/lib/libmemprof.a \
-		  $(call pkglibs,libzstd) -lm
+		  $(call pkglibs,libzstd) $(call pkglibs,json-c) -lm
 
 CTL_EXTRA_OBJS	+= $(ENGINE_OBJS)
 CTL_EXTRA_LIBS	+= $(ENGINE_LIBS)

@@ -21,6 +21,7 @@
 #include "bpf/memprof.h"
 #include "daemon/service/bus.h"
 #include "daemon/service/bus_internal.h"
+#include "daemon/engine/summary.h"
 #include "daemon/service/memprofd.h"
 #include "userspace-lib/client/bus_dict.h"
 #include "userspace-lib/codec/outfile.h"
@@ -484,7 +485,7 @@ static int process_status_item(sd_bus_message *reply, const char *sig,
 {
 	const char *mode = mp_proc_mode__name(ps->mode);
 	uint64_t since;
-	const char *werr = svc_write_error(ps, &since);
+	const char *werr = mp_proc_stats__write_error(ps, &since);
 	int r;
 
 	r = sd_bus_message_open_container(reply, 'a', "{sv}");

@@ -199,11 +199,6 @@ int svc_counters(struct memprofd *d, const char **names, uint64_t *values, size_
 /* The effective per-uid share and root's reserve of MaxProfiles under @c. */
 void svc_profile__limits(const struct mp_config *c, unsigned int *per_user,
 			 unsigned int *root_reserve);
-/*
- * What went wrong with the trace of @ps: the errno name of its first failed write ("ENOSPC"),
- * else "stalled" when its output did not keep up, else NULL; *@since_us gets when it began.
- */
-const char *svc_write_error(const struct mp_proc_stats *ps, uint64_t *since_us);
 /* May @uid act on @sp (stop, discard)? root and the owner may. */
 bool svc_profile__may_control(const struct svc_profile *sp, uid_t uid);
 /* A snapshot of @sp's processes in a new array *@out (NULL when there are none; free() it).

@@ -19,9 +19,9 @@
 #include <json-c/json.h>
 
 #include "bpf/memprof.h"
+#include "daemon/engine/summary.h"
 #include "daemon/service/bus.h"
 #include "daemon/service/memprofd.h"
-#include "userspace-lib/estimate.h"
 #include "userspace-lib/validate.h"
 
 static int write_owned(const char *tmp, const char *final, const char *text, uid_t uid,
@@ -653,23 +653,6 @@ static void log_write_failure(void *ctx, const char *msg)
 	log_error("Profile %" PRIu32 ": %s", sp->id, msg);
 }
 
-const char *svc_write_error(const struct mp_proc_stats *ps, uint64_t *since_us)
-{
-	const char *name;
-
-	*since_us = 0;
-	if (ps->write_errno) {
-		*since_us = ps->write_error_us;
-		name = strerrorname_np(ps->write_errno);
-		return name ? name : "EIO";
-	}
-	if (ps->stalled) {
-		*since_us = ps->stalled_us;
-		return "stalled";
-	}
-	return NULL;
-}
-
 /* A trace whose writes began to fail: one line when it is noticed; the count at the end. */
 void svc_profile__log_write_failures(struct svc_profile *sp)
 {
@@ -779,60 +762,13 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 
 	procs = json_object_new_array();
 	n = svc_profile__procs(sp, &ps);
-	if (ps) {
-		for (int i = 0; i < n; i++) {
-			struct json_object *pj = json_object_new_object();
-			const char *werr;
-			uint64_t since;
+	for (int i = 0; ps && i < n; i++) {
+		struct mp_summary_proc sum;
 
-			json_object_object_add(pj, "pid", json_object_new_int(ps[i].pid));
-			json_object_object_add(pj, "comm", json_object_new_string(ps[i].comm));
-			json_object_object_add(pj, "exited", json_object_new_boolean(ps[i].exited));
-			json_object_object_add(pj, "samples", json_object_new_uint64(ps[i].samples));
-			json_object_object_add(pj, "nsamples", json_object_new_uint64(ps[i].nsamples));
-			json_object_object_add(pj, "frees", json_object_new_uint64(ps[i].frees));
-			json_object_object_add(pj, "est_alloc_bytes",
-					       json_object_new_double(ps[i].est_alloc_bytes));
-			json_object_object_add(pj, "est_live_bytes",
-					       json_object_new_double(ps[i].est_live_bytes));
-			json_object_object_add(pj, "live_nsamples",
-					       json_object_new_uint64(ps[i].live_nsamples));
-			json_object_object_add(pj, "est_alloc_se_bytes",
-					       json_object_new_double(ps[i].se_alloc_bytes));
-			json_object_object_add(pj, "est_live_se_bytes",
-					       json_object_new_double(ps[i].se_live_bytes));
-			json_object_object_add(pj, "est_alloc_words", json_object_new_double(
-					       mp_est_words(o->rate, ps[i].nsamples)));
-			json_object_object_add(pj, "est_live_words", json_object_new_double(
-					       mp_est_words(o->rate, ps[i].live_nsamples)));
-			json_object_object_add(pj, "drops", json_object_new_uint64(ps[i].drops));
-			json_object_object_add(pj, "unmatched_frees",
-					       json_object_new_uint64(ps[i].unmatched_frees));
-			json_object_object_add(pj, "truncated_stacks",
-					       json_object_new_uint64(ps[i].truncated_stacks));
-			json_object_object_add(pj, "probe_hits",
-					       json_object_new_uint64(ps[i].probe_hits));
-			json_object_object_add(pj, "overhead_pct",
-					       json_object_new_double(ps[i].overhead_pct));
-			json_object_object_add(pj, "detached_reason", ps[i].detached_reason ?
-					       json_object_new_string(ps[i].detached_reason) : NULL);
-			json_object_object_add(pj, "trace", ps[i].trace_path ?
-					       json_object_new_string(ps[i].trace_path) : NULL);
-			json_object_object_add(pj, "trace_complete",
-					       json_object_new_boolean(ps[i].trace_done));
-			werr = svc_write_error(&ps[i], &since);
-			json_object_object_add(pj, "write_error",
-					       werr ? json_object_new_string(werr) : NULL);
-			json_object_object_add(pj, "write_error_since_us", werr ?
-					       json_object_new_uint64(since) : NULL);
-			json_object_object_add(pj, "lost_writes",
-					       json_object_new_uint64(ps[i].write_errors));
-			json_object_object_add(pj, "stalled_output",
-					       json_object_new_uint64(ps[i].stalled));
-			json_object_array_add(procs, pj);
-		}
-		free(ps);
+		mp_summary_proc__from_stats(&sum, &ps[i], o->rate);
+		json_object_array_add(procs, mp_summary_proc__json(&sum));
 	}
+	free(ps);
 	json_object_object_add(root, "processes", procs);
 
 	nc = svc_counters(d, names, counters, SVC_MAX_COUNTERS);

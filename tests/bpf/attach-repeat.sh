@@ -25,8 +25,8 @@ for mode in MP_BPF_NO_UPROBE_MULTI MP_BPF_NO_SESSION; do
 		"$CTL" --socket "$T/$mode.sock" --json attach -d 1s -w "$hog" >"$T/a.json" 2>&1
 		n=$(python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
-print(sum(p["samples"] for p in d["processes"]))' "$T/a.json" 2>/dev/null)
-		echo "    $mode: profile $i: ${n:-?} samples"
+print(sum(p["sampled_blocks"] for p in d["processes"]))' "$T/a.json" 2>/dev/null)
+		echo "    $mode: profile $i: ${n:-?} sampled blocks"
 		[ "${n:-0}" -gt 0 ] || empty=$((empty + 1))
 	done
 	ok "$mode: every one of 6 profiles of a malloc loop sampled ($empty empty)" [ "$empty" -eq 0 ]

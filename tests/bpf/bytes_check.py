@@ -45,14 +45,10 @@ for name, t in sorted(truth.items()):
     check("report %s live bytes" % name, s["live_bytes"]["estimate"], s["live_bytes"]["se"],
           t["live"])
 p = summ["processes"][0]
-if "est_alloc_bytes" in p:	# the names of the manifest and of status --json
-    what = "manifest" if "settings" in summ else "status"
-    k = ("est_alloc_bytes", "est_alloc_se_bytes", "est_live_bytes", "est_live_se_bytes",
-         "est_alloc_words", "nsamples")
-else:
-    what = "summary"
-    k = ("allocated_bytes", "allocated_bytes_se", "live_bytes", "live_bytes_se",
-         "allocated_words", "samples")
+# one set of names: record's --json summary, memprofd's manifest, status --json
+what = "manifest" if "settings" in summ else "summary" if "status" in summ else "status"
+k = ("allocated_bytes", "allocated_bytes_se", "live_bytes", "live_bytes_se", "allocated_words",
+     "samples")
 check("%s %s" % (what, k[0]), p[k[0]], p[k[1]], rnd)
 check("%s %s" % (what, k[2]), p[k[2]], p[k[3]], live)
 good = abs(p[k[4]] - p[k[5]] / lam) <= 1

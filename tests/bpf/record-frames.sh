@@ -39,7 +39,7 @@ ok "--json summary: status, trace, samples" /usr/bin/python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
 p = d["processes"][0]
-assert d["status"] == 0 and p["trace"] == sys.argv[2] and p["samples"] >= p["blocks"] > 0
+assert d["status"] == 0 and p["trace"] == sys.argv[2] and p["samples"] >= p["sampled_blocks"] > 0
 assert p["live_bytes"] == p["allocated_bytes"] and d["drops"]["ringbuf_drops"] == 0
 ' "$T/json.err" "$T/json.ctf"
 

@@ -41,7 +41,7 @@ record c-fp --unwind=fp -r 1e-3 -- "$WL/stk_c" 1000 50
 n=$(check "$T/c-fp.ctf" count stk_level1)
 echo "    fp: $n backtraces reach stk_level1"
 ok "fp: the frame-pointer walk cannot unwind it (< 10% reach stk_level1)" \
-	summary c-fp "$n * 10 < p['blocks'] and s['with_copy'] == 0"
+	summary c-fp "$n * 10 < p['sampled_blocks'] and s['with_copy'] == 0"
 
 # --callstack-size bounds DWARF stacks, innermost kept, cut stacks counted in the context
 record c-short --unwind=dwarf --callstack-size 2 -r 1e-3 -- "$WL/stk_c" 500 100

@@ -47,7 +47,7 @@ check "$T/py-dwarf.ctf" names PyMem_Malloc
 # both estimates carry their standard errors).
 record py-preload --preload -r 1e-3 -- $PY "$SCRIPT"
 ok "preload: exit status 0" [ "$rc" -eq 0 ]
-ok "preload: sampled in-process" summary py-preload 'p["mode"] == "preload" and p["blocks"] > 0'
+ok "preload: sampled in-process" summary py-preload 'p["mode"] == "preload" and p["sampled_blocks"] > 0'
 "$MP_BUILD/tests/bpf/trace_check" strict "$T/py-preload.ctf"
 ok "preload: allocated bytes agree with uprobe mode within 4.65 SE" /usr/bin/python3 -c '
 import json, sys
@@ -60,5 +60,5 @@ record py-fp --unwind=fp -r 1e-3 -- $PY "$SCRIPT"
 n=$(check "$T/py-fp.ctf" count Py_BytesMain _PyEval_EvalFrameDefault)
 echo "    fp: $n backtraces reach Py_BytesMain or _PyEval_EvalFrameDefault"
 ok "fp: the frame-pointer walk does not unwind python3 (< 10%)" \
-	summary py-fp "$n * 10 < p['blocks']"
+	summary py-fp "$n * 10 < p['sampled_blocks']"
 exit 0

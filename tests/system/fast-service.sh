@@ -40,9 +40,9 @@ phases_do "$F" USR1 allocated
 phases_do "$U" USR1 allocated
 # 2000 blocks of 501 words at λ = 0.01: P(block unsampled) = 0.99^501 ≈ 0.0065.
 check "preload: samples arrive while sampling" wait_until 10 \
-	eval '[ "$(field_of "$ID" "$F" samples)" -gt 1900 ]'
+	eval '[ "$(field_of "$ID" "$F" sampled_blocks)" -gt 1900 ]'
 check "uprobe: samples arrive while sampling" wait_until 10 \
-	eval '[ "$(field_of "$ID" "$U" samples)" -gt 1900 ]'
+	eval '[ "$(field_of "$ID" "$U" sampled_blocks)" -gt 1900 ]'
 # The library reports samples 16 at a time: the last ones of the now idle process reach the
 # profile when memprofd takes its queue (within ~0.4 s). Wait until the count holds still.
 settled() {	# settled ID PID FIELD: the same value twice, 0.6 s apart
@@ -54,13 +54,13 @@ settled() {	# settled ID PID FIELD: the same value twice, 0.6 s apart
 }
 check "preload: the library's last samples arrive" wait_until 10 settled "$ID" "$F" samples
 check "stop" eval "ctl stop $ID | grep -q 'Profile $ID stopped'"
-SF=$(field_of "$ID" "$F" samples)
+SF=$(field_of "$ID" "$F" sampled_blocks)
 phases_do "$F" USR2 freed
 check "preload: frees of sampled blocks are recorded after stop" wait_until 10 \
-	eval '[ "$(field_of "$ID" "$F" frees)" = "$SF" ]'
+	eval '[ "$(field_of "$ID" "$F" freed_blocks)" = "$SF" ]'
 phases_do "$F" USR1 allocated
 check "preload: allocations after stop are not sampled" \
-	[ "$(field_of "$ID" "$F" samples)" = "$SF" ]
+	[ "$(field_of "$ID" "$F" sampled_blocks)" = "$SF" ]
 check "discard" eval "ctl discard $ID | grep -q 'Profile $ID discarded'"
 TRACE=$STATE/profiles/$ID/$F-svc_phases.ctf
 check "preload trace under the state directory" [ -s "$TRACE" ]
@@ -76,7 +76,7 @@ check "re-attach after discard" [ -n "$ID2" ]
 phases_do "$F" USR2 freed	# svc_phases allocates only up to COUNT kept blocks
 phases_do "$F" USR1 allocated
 check "re-attached: samples arrive" wait_until 10 \
-	eval '[ "$(field_of "$ID2" "$F" samples)" -gt 1900 ]'
+	eval '[ "$(field_of "$ID2" "$F" sampled_blocks)" -gt 1900 ]'
 check "re-attached: still preload mode" [ "$(mode_of "$ID2" "$F")" = preload ]
 ctl stop "$ID2" >/dev/null
 ctl discard "$ID2" >/dev/null

@@ -268,7 +268,7 @@ check "  ... the connection started memprofd.service" eval \
 ncx kill -USR1 "$WP"
 wait_until 10 eval 'ncx grep -q allocated /run/pkgwl.out'
 samples() { ncx memprofctl --json status "$1" | /usr/bin/python3 -c \
-	'import json,sys; print(json.load(sys.stdin)["processes"][0]["samples"])'; }
+	'import json,sys; print(json.load(sys.stdin)["processes"][0]["sampled_blocks"])'; }
 wait_until 10 eval '[ "$(samples "$NI")" -gt 1500 ]'
 check "  ... samples arrive ($(samples "$NI"))" [ "$(samples "$NI")" -gt 1500 ]
 as_nobody memprofctl stop "$NI" > /dev/null

@@ -78,7 +78,7 @@ wait_until 60 eval "[ \$(grep -c '^BYTES' '$T/gated.out') = 2 ]"
 # the daemon has read every event once two reads 200 ms apart agree
 prev=-1
 for ((k = 0; k < 50; k++)); do
-	n=$(proc_field "$GID" nsamples)
+	n=$(proc_field "$GID" samples)
 	[ "$n" = "$prev" ] && break
 	prev=$n
 	sleep 0.2
@@ -104,14 +104,14 @@ total=$(sed -n 's/^memprofctl record: [0-9]* process(es): [0-9]* samples in \([0
 check "summary: its total ($total blocks) is the sum of its processes' ($(blocks_sum "$T/busy.err"))" \
 	eval "[ -n '$total' ] && [ '$total' = '$(blocks_sum "$T/busy.err")' ]"
 check "  ... not the other profile's 20000 blocks" [ "${total:-99999}" -lt 20000 ]
-check "  ... which sampled meanwhile" wait_until 10 eval '[ "$(proc_field "$FID" samples)" -ge 20000 ]'
+check "  ... which sampled meanwhile" wait_until 10 eval '[ "$(proc_field "$FID" sampled_blocks)" -ge 20000 ]'
 "$MEMPROFCTL" --socket "$SOCK" --json record -r 1 -o "$T/busyj.ctf" -- \
 	sh -c "kill -USR2 $FOREIGN; sleep 0.5; kill -USR1 $FOREIGN; sleep 1; exec '$WL/follow_wl' alloc 77 1000" \
 	2> "$T/busyj.err" > /dev/null
-check "--json summary: sampled is its processes' blocks" /usr/bin/python3 -c '
+check "--json summary: sampled_blocks is its processes' blocks" /usr/bin/python3 -c '
 import json, sys
 d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
-assert d["sampled"] == sum(p["blocks"] for p in d["processes"]) < 20000, d' "$T/busyj.err"
+assert d["sampled_blocks"] == sum(p["sampled_blocks"] for p in d["processes"]) < 20000, d' "$T/busyj.err"
 ctl stop "$FID" > /dev/null && ctl discard "$FID" > /dev/null
 
 # --- listed while running; exit status is CMD's

@@ -60,7 +60,7 @@ wait_until 10 eval 'ncx grep -q allocated /run/svcwl.out'
 stat_of() { ncx memprofctl --json status | /usr/bin/python3 -c \
 	'import json,sys; print(json.load(sys.stdin)["bpf"][sys.argv[1]])' "$1"; }
 samples() { ncx memprofctl --json status "$ID" | /usr/bin/python3 -c \
-	'import json,sys; print(json.load(sys.stdin)["processes"][0]["samples"])'; }
+	'import json,sys; print(json.load(sys.stdin)["processes"][0]["sampled_blocks"])'; }
 wait_until 10 eval '[ "$(samples)" -gt 1500 ]'
 N=$(samples)
 # memprofd runs in the container's pid namespace: BPF must name processes by their pids there

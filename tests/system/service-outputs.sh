@@ -55,7 +55,7 @@ P=$(api_nobody start "$N" 0.01 wronly "$D/wronly.ctf")
 check "Start with a write-only descriptor: accepted" [ -n "$P" ]
 IW=${P##*/}
 phases_do "$N" USR1 allocated
-wait_until 10 eval '[ "$(proc_field "$IW" samples)" -gt 0 ]'
+wait_until 10 eval '[ "$(proc_field "$IW" sampled_blocks)" -gt 0 ]'
 as_nobody stop "$IW" > /dev/null && as_nobody discard "$IW" > /dev/null
 wait_until 10 complete "$IW"
 check "  ... its trace has the final drop counts (patched through O_WRONLY)" \
@@ -93,8 +93,8 @@ ok=1
 for i in 1 2 3 4 5; do answers || ok=0; sleep 0.2; done
 check "output frozen, 400000 samples on their way to it: list answers within 1 s" [ $ok = 1 ]
 phases_do "$O" USR1 allocated
-wait_until 10 eval '[ "$(proc_field "$IO" samples)" -gt 0 ]'
-check "  ... the other profile samples on" [ "$(proc_field "$IO" samples)" -gt 0 ]
+wait_until 10 eval '[ "$(proc_field "$IO" sampled_blocks)" -gt 0 ]'
+check "  ... the other profile samples on" [ "$(proc_field "$IO" sampled_blocks)" -gt 0 ]
 wait_until 10 eval '[ "$(proc_field "$IS" write_error)" = stalled ]'
 check "  ... status --json names the stalled output" \
 	[ "$(proc_field "$IS" write_error)" = stalled ]

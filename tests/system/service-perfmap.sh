@@ -29,7 +29,7 @@ profile_names() {
 	local id
 	id=$("${NOBODY[@]}" "$MEMPROFCTL" --socket "$SOCK" attach -r 1 "$1" | attach_id)
 	phases_do "$1" USR1 allocated
-	wait_until 10 eval '[ "$(proc_field "$id" samples)" -ge 100 ]'
+	wait_until 10 eval '[ "$(proc_field "$id" sampled_blocks)" -ge 100 ]'
 	as_nobody "$MEMPROFCTL" --socket "$SOCK" stop "$id" > /dev/null
 	as_nobody "$MEMPROFCTL" --socket "$SOCK" discard "$id" > /dev/null
 	as_nobody "$MEMPROFCTL" report --by stack --top 50 "$STATE/profiles/$id/"*.ctf

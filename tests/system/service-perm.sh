@@ -55,7 +55,7 @@ mkdir -m 0777 "$PERMDIR/out"
 N2=$(phases_start "${NOBODY[@]}" -- 500 1000)
 ID2=$(as_nobody attach -r 0.01 -o "$PERMDIR/out/mine.ctf" "$N2" | attach_id)
 phases_do "$N2" USR1 allocated
-wait_until 10 eval '[ "$(proc_field "$ID2" samples)" -gt 0 ]'
+wait_until 10 eval '[ "$(proc_field "$ID2" sampled_blocks)" -gt 0 ]'
 as_nobody stop "$ID2" > /dev/null && as_nobody discard "$ID2" > /dev/null
 check "a trace to the client's file is written and belongs to the client" \
 	eval "[ \$(stat -c %u $PERMDIR/out/mine.ctf) = 65534 ] && \

@@ -16,15 +16,15 @@ check "list shows it sampling" eval "ctl list | grep -Eq '^1 +sampling +0 .* $W\
 phases_do "$W" USR1 allocated
 # 2000 blocks of 501 words at λ = 0.01: P(block unsampled) = 0.99^501 ≈ 0.0065.
 check "samples arrive while sampling" wait_until 10 \
-	eval '[ "$(proc_field "$ID" samples)" -gt 1900 ]'
+	eval '[ "$(proc_field "$ID" sampled_blocks)" -gt 1900 ]'
 check "stop" eval "ctl stop $ID | grep -q 'Profile $ID stopped'"
-SAMPLES=$(proc_field "$ID" samples)
+SAMPLES=$(proc_field "$ID" sampled_blocks)
 phases_do "$W" USR2 freed
 check "frees of sampled blocks are recorded after stop" wait_until 10 \
-	eval '[ "$(proc_field "$ID" frees)" = "$SAMPLES" ]'
-check "no new samples after stop" [ "$(proc_field "$ID" samples)" = "$SAMPLES" ]
+	eval '[ "$(proc_field "$ID" freed_blocks)" = "$SAMPLES" ]'
+check "no new samples after stop" [ "$(proc_field "$ID" sampled_blocks)" = "$SAMPLES" ]
 phases_do "$W" USR1 allocated
-check "allocations after stop are not sampled" [ "$(proc_field "$ID" samples)" = "$SAMPLES" ]
+check "allocations after stop are not sampled" [ "$(proc_field "$ID" sampled_blocks)" = "$SAMPLES" ]
 check "status shows stopped" eval "ctl status $ID | grep -q '^Profile $ID: stopped'"
 check "discard" eval "ctl discard $ID | grep -q 'Profile $ID discarded'"
 TRACE=$STATE/profiles/$ID/$W-svc_phases.ctf
@@ -38,8 +38,8 @@ m = json.load(open(sys.argv[1]))
 assert m["state"] == "discarded" and m["complete"], m
 assert m["settings"]["rate"] == 0.01, m["settings"]
 p = m["processes"][0]
-assert p["pid"] == int(sys.argv[2]) and p["samples"] == int(sys.argv[3]), p
-assert p["frees"] == p["samples"] and p["trace"] == sys.argv[4], p
+assert p["pid"] == int(sys.argv[2]) and p["sampled_blocks"] == int(sys.argv[3]), p
+assert p["freed_blocks"] == p["sampled_blocks"] and p["trace"] == sys.argv[4], p
 ' "$STATE/profiles/$ID/manifest.json" "$W" "$SAMPLES" "$TRACE"
 check "a discarded profile cannot be stopped" eval "! ctl stop $ID 2>$MP_TMP/err"
 check "  ... with a clear message" grep -q "Profile $ID is discarded, not sampling" "$MP_TMP/err"
@@ -77,7 +77,7 @@ OUT=$MP_TMP/client/out.ctf
 mkdir -p "$MP_TMP/client"
 I5=$(ctl attach -r 0.01 -o "$OUT" "$W4" | attach_id)
 phases_do "$W4" USR1 allocated
-wait_until 10 eval '[ "$(proc_field "$I5" samples)" -gt 0 ]'
+wait_until 10 eval '[ "$(proc_field "$I5" sampled_blocks)" -gt 0 ]'
 check "status names the client's file" eval "ctl status $I5 | grep -q \"(client's file)\""
 ctl stop "$I5" > /dev/null; ctl discard "$I5" > /dev/null
 read -r A C < <(trace_counts "$OUT")

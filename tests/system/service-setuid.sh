@@ -66,7 +66,7 @@ kill -TERM "$S"
 S=$(shell_start "${NOBODY[@]}")
 ID=$(ctl attach -r 1 "$S" | attach_id)
 exec_and_allocate "$S"
-wait_until 10 eval '[ "$(proc_field "$ID" samples)" -ge 100 ]'
+wait_until 10 eval '[ "$(proc_field "$ID" sampled_blocks)" -ge 100 ]'
 ctl stop "$ID" > /dev/null; ctl discard "$ID" > /dev/null
 TRACE=$(ls "$STATE/profiles/$ID/"*.ctf)
 N=$(allocs_of_1000 "$TRACE")

@@ -37,7 +37,7 @@ I1=$(ctl attach -r 0.01 "$W1" | attach_id)
 I2=$(ctl attach -r 0.01 -o "$MP_TMP/w2.ctf" "$W2" | attach_id)
 phases_do "$W1" USR1 allocated
 phases_do "$W2" USR1 allocated
-wait_until 10 eval '[ "$(proc_field "$I1" samples)" -gt 0 ] && [ "$(proc_field "$I2" samples)" -gt 0 ]'
+wait_until 10 eval '[ "$(proc_field "$I1" sampled_blocks)" -gt 0 ] && [ "$(proc_field "$I2" sampled_blocks)" -gt 0 ]'
 check "STATUS= follows the profiles" wait_until 10 grep -q '^STATUS=2 sampling' "$MP_TMP/notify.log"
 svc_stop
 check "SIGTERM with profiles sampling: memprofd exits 0" [ $? = 0 ]
@@ -57,7 +57,7 @@ W3=$(phases_start -- 2000 2000)
 I3=$(ctl attach -r 0.01 "$W3" | attach_id)
 check "profile ids stay unique across restarts ($I3 after $I2)" [ "$I3" -gt "$I2" ]
 phases_do "$W3" USR1 allocated
-wait_until 10 eval '[ "$(proc_field "$I3" samples)" -gt 1000 ]'
+wait_until 10 eval '[ "$(proc_field "$I3" sampled_blocks)" -gt 1000 ]'
 sleep 1	# the engine writes whole packets as they fill; give it a moment to write some
 kill -KILL "$DPID"; wait "$DPID" 2>/dev/null; DPID=
 T3=$STATE/profiles/$I3/$W3-svc_phases.ctf
@@ -71,7 +71,7 @@ check "a restart recovers the stale socket" eval "ctl list > /dev/null"
 W4=$(phases_start -- 1000 2000)
 I4=$(ctl attach -r 0.01 "$W4" | attach_id)
 phases_do "$W4" USR1 allocated
-wait_until 10 eval '[ "$(proc_field "$I4" samples)" -gt 0 ]'
+wait_until 10 eval '[ "$(proc_field "$I4" sampled_blocks)" -gt 0 ]'
 kill -KILL "$W4"
 check "a profile whose processes all exited stops by itself" wait_until 10 \
 	eval "ctl status $I4 | grep -q '^Profile $I4: stopped'"

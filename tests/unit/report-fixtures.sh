@@ -1,7 +1,7 @@
 #!/bin/bash
 # memprofctl report on the upstream reference traces: the totals follow from what the upstream
 # reader decoded (tests/fixtures/memtrace/*.expected): words as memtrace counts them
-# (est_words) = Σ nsamples / rate, SE = sqrt((1 - rate) Σ nsamples) / rate, requested bytes
+# (allocated_words) = Σ nsamples / rate, SE = sqrt((1 - rate) Σ nsamples) / rate, requested bytes
 # below 8 words (no header words), every block collected, and merged traces add.
 set -u
 ctl=$MP_BUILD/bin/memprofctl
@@ -38,18 +38,18 @@ for t, e in zip(rep["traces"], exp):
     eq("word_size", t["word_size"], int(e["info word_size"]))
     eq("pid", t["pid"], int(e["info pid"]))
     eq("start_time_us", t["start_time_us"], int(e["info start_time_us"]))
-    eq("allocs", t["allocs"], int(e["count alloc"]))
-    eq("collects", t["collects"], int(e["count collect"]))
+    eq("sampled_blocks", t["sampled_blocks"], int(e["count alloc"]))
+    eq("freed_blocks", t["freed_blocks"], int(e["count collect"]))
     eq("promotes", t["promotes"], int(e["count promote"]))
-    eq("sum nsamples", t["sum_nsamples"], int(e["sum alloc.nsamples"]))
+    eq("samples", t["samples"], int(e["sum alloc.nsamples"]))
     eq("sum length words", t["sum_length_words"], int(e["sum alloc.len_words"]))
 
 n = sum(int(e["sum alloc.nsamples"]) for e in exp)
 lam = float(exp[0]["info sample_rate"])
 wb = int(exp[0]["info word_size"]) / 8
 tot = rep["totals"]
-eq("words", tot["est_words"]["estimate"], n / lam)
-eq("words se", tot["est_words"]["se"], math.sqrt((1 - lam) * n) / lam)
+eq("words", tot["allocated_words"]["estimate"], n / lam)
+eq("words se", tot["allocated_words"]["se"], math.sqrt((1 - lam) * n) / lam)
 b = tot["bytes"]["estimate"]
 good = n / lam * wb / 2 <= b < n / lam * wb
 print("  %-28s %-22r %s" % ("bytes below header words'", b, "ok" if good else "MISMATCH"))

@@ -88,7 +88,7 @@ print("  leak suspects: %s" % suspects)
 if suspects != leaks:
     fail("leak suspects %s != leaking sites %s" % (suspects, leaks))
 for s in rep["leak_suspects"]:
-    if s["lifetime_median_s"] is not None or s["sampled_freed"] != 0:
+    if s["lifetime_median_s"] is not None or s["freed_sampled_blocks"] != 0:
         fail("%s: a leaking site reports frees" % s["site"])
     if not s["live_age_max_s"] > s["live_age_median_s"] > 0:
         fail("%s: live ages %s/%s" % (s["site"], s["live_age_median_s"], s["live_age_max_s"]))

@@ -446,27 +446,6 @@ out:
 	free(paths[1]);
 }
 
-static void test_durations(void)
-{
-	static const struct {
-		const char *s;
-		uint64_t us;
-	} good[] = {
-		{ "1.5s", 1500000 }, { "500ms", 500000 }, { "2", 2000000 }, { "20us", 20 },
-		{ "2m", 120000000 }, { "1h", 3600000000ull }, { "0", 0 }, { "0.0000015s", 2 },
-	};
-	static const char *const bad[] = { "", "x", "-1", "1.5q", "nan", "inf", "1s2", "1e30" };
-	uint64_t us;
-
-	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-		us = 42;
-		ASSERT_OK(rp_parse_duration(good[i].s, &us), good[i].s);
-		ASSERT_EQ(us, good[i].us, good[i].s);
-	}
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		ASSERT_EQ(rp_parse_duration(bad[i], &us), -EINVAL, bad[i]);
-}
-
 static void test_bad_trace(void)
 {
 	struct rp_options o = { .by = RP_BY_FUNCTION, .top = 10, .tail = 0.1 };
@@ -500,7 +479,6 @@ int main(void)
 	RUN(test_keys);
 	RUN(test_filters);
 	RUN(test_window_merge);
-	RUN(test_durations);
 	RUN(test_bad_trace);
 	{
 		char cmd[64];
