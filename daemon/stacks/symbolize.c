@@ -44,131 +44,24 @@
 
 #include "daemon/stacks/symbolize.h"
 #include "daemon/probe/target_open.h"
+#include "userspace-lib/hashmap.h"
 
 /* From libstdc++ (C++ ABI); declared here to keep this file C. */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
 #define MP_MAX_INLINE_DEPTH	64	/* locations per code; memtrace allows 255 */
 
-/* ---------------------------------------------------------------------------------------------
- * Open-addressing hash map (k1, k2) -> value; k1 == 0 marks an empty slot. Linear probing with
- * backward-shift deletion, so no tombstones.
- */
-struct hslot {
-	uint64_t k1, k2;
-	void *val;
-};
-
-struct hmap {
-	struct hslot *slots;
-	size_t cap;	/* power of two, or 0 */
-	size_t len;
-};
-
-static uint64_t mix64(uint64_t x)
+/* The maps hold pointers. */
+static void *hmap_get(const struct mp_hashmap *m, uint64_t k1, uint64_t k2)
 {
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
+	uint64_t *v = mp_hashmap__find(m, k1, k2);
+
+	return v ? (void *)(uintptr_t)*v : NULL;
 }
 
-static size_t hmap_idx(const struct hmap *m, uint64_t k1, uint64_t k2)
+static int hmap_put(struct mp_hashmap *m, uint64_t k1, uint64_t k2, void *val)
 {
-	return mix64(k1 ^ mix64(k2 + 0x9e3779b97f4a7c15ULL)) & (m->cap - 1);
-}
-
-static void *hmap_get(const struct hmap *m, uint64_t k1, uint64_t k2)
-{
-	if (!m->cap)
-		return NULL;
-	for (size_t i = hmap_idx(m, k1, k2);; i = (i + 1) & (m->cap - 1)) {
-		const struct hslot *sl = &m->slots[i];
-
-		if (!sl->k1)
-			return NULL;
-		if (sl->k1 == k1 && sl->k2 == k2)
-			return sl->val;
-	}
-}
-
-static int hmap_grow(struct hmap *m)
-{
-	size_t ncap = m->cap ? m->cap * 2 : 64;
-	struct hslot *ns = calloc(ncap, sizeof(*ns));
-
-	if (!ns)
-		return -ENOMEM;
-	for (size_t j = 0; j < m->cap; j++) {
-		struct hslot *sl = &m->slots[j];
-		size_t i;
-
-		if (!sl->k1)
-			continue;
-		i = mix64(sl->k1 ^ mix64(sl->k2 + 0x9e3779b97f4a7c15ULL)) & (ncap - 1);
-		while (ns[i].k1)
-			i = (i + 1) & (ncap - 1);
-		ns[i] = *sl;
-	}
-	free(m->slots);
-	m->slots = ns;
-	m->cap = ncap;
-	return 0;
-}
-
-/* Insert or replace. */
-static int hmap_put(struct hmap *m, uint64_t k1, uint64_t k2, void *val)
-{
-	size_t i;
-
-	if ((m->len + 1) * 2 > m->cap) {
-		int r = hmap_grow(m);
-
-		if (r)
-			return r;
-	}
-	for (i = hmap_idx(m, k1, k2); m->slots[i].k1; i = (i + 1) & (m->cap - 1)) {
-		if (m->slots[i].k1 == k1 && m->slots[i].k2 == k2) {
-			m->slots[i].val = val;
-			return 0;
-		}
-	}
-	m->slots[i] = (struct hslot){ k1, k2, val };
-	m->len++;
-	return 0;
-}
-
-static void hmap_del(struct hmap *m, uint64_t k1, uint64_t k2)
-{
-	size_t i, j;
-
-	if (!m->cap)
-		return;
-	for (i = hmap_idx(m, k1, k2);; i = (i + 1) & (m->cap - 1)) {
-		if (!m->slots[i].k1)
-			return;
-		if (m->slots[i].k1 == k1 && m->slots[i].k2 == k2)
-			break;
-	}
-	/* Backward shift: move later entries of the run into the hole when their home allows. */
-	for (j = (i + 1) & (m->cap - 1); m->slots[j].k1; j = (j + 1) & (m->cap - 1)) {
-		size_t home = hmap_idx(m, m->slots[j].k1, m->slots[j].k2);
-
-		if (((j - home) & (m->cap - 1)) >= ((j - i) & (m->cap - 1))) {
-			m->slots[i] = m->slots[j];
-			i = j;
-		}
-	}
-	m->slots[i] = (struct hslot){ 0 };
-	m->len--;
-}
-
-static void hmap_clear(struct hmap *m)
-{
-	free(m->slots);
-	*m = (struct hmap){ 0 };
+	return mp_hashmap__put(m, k1, k2, (uintptr_t)val);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -237,8 +130,8 @@ struct proc {
 	struct perfmap perfmap;
 	struct proc_map *maps;		/* executable mappings, sorted by start */
 	size_t nmaps;
-	struct hmap addrs;		/* pc -> struct result */
-	struct hmap misses;		/* pcs unmapped after a re-read: not re-read again */
+	struct mp_hashmap addrs;	/* pc -> struct result */
+	struct mp_hashmap misses;	/* pcs unmapped after a re-read: not re-read again */
 	uint64_t read_ns;		/* when the maps were last read */
 	uint64_t generation;		/* of the snapshot, from mp_symbolizer.generation */
 	struct lru_node lru;
@@ -266,7 +159,7 @@ struct module {
 	Dwfl_Module *dmod;
 	GElf_Addr bias;			/* dwfl module address - ELF vaddr */
 	bool dwfl_failed;
-	struct hmap cu_index;		/* CU DIE offset + 1 -> struct cu_index */
+	struct mp_hashmap cu_index;	/* CU DIE offset + 1 -> struct cu_index */
 	/* Function symbols sorted by address (built on the first symbol lookup: libdwfl's
 	 * dwfl_module_addrinfo() searches linearly); names point into the session's ELF. */
 	struct sym_ent *syms;
@@ -287,17 +180,17 @@ struct mp_symbolizer {
 	Dwfl_Callbacks cbs;
 	/* arena */
 	struct chunk *chunks;
-	struct hmap strings;		/* hash -> chain of interned strings (see intern()) */
+	struct mp_hashmap strings;	/* hash of the bytes -> interned string */
 	/* objects */
-	struct hmap mods_by_key;	/* (key ptr) -> module */
-	struct hmap mods_by_ino;	/* (dev|1<<63, ino) -> module */
+	struct mp_hashmap mods_by_key;	/* (key ptr) -> module */
+	struct mp_hashmap mods_by_ino;	/* (dev|1<<63, ino) -> module */
 	struct lru_list mod_lru;
 	unsigned int nmodules, nloaded;
 	/* shared results */
-	struct hmap results;		/* (module key ptr, vaddr) -> result */
-	struct hmap unknowns;		/* (pc | 1 << 63) -> result for unmapped addresses */
+	struct mp_hashmap results;	/* (module key ptr, vaddr) -> result */
+	struct mp_hashmap unknowns;	/* (pc | 1 << 63) -> result for unmapped addresses */
 	/* processes */
-	struct hmap procs;		/* (pid + 1) -> proc */
+	struct mp_hashmap procs;	/* (pid + 1) -> proc */
 	struct lru_list proc_lru;
 	unsigned int nprocs;
 	uint64_t generation;		/* last snapshot generation handed out */
@@ -338,41 +231,37 @@ static bool over_budget(const struct mp_symbolizer *s)
 	return s->st.bytes >= s->opts.max_bytes;
 }
 
-/*
- * Interned strings: the table maps a 64-bit hash to the first string of that hash; strings of
- * equal hash (never seen in practice, but possible) are chained in a header before each string.
- */
-struct istr {
-	struct istr *next;
-	char str[];
+/* Interned strings: the map holds a string under the hash of its bytes. */
+struct istr_key {
+	const char *p;
+	size_t n;
 };
 
-static uint64_t str_hash(const char *p, size_t n)
+static bool istr_eq(const void *ctx, uint64_t val)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
+	const struct istr_key *k = ctx;
+	const char *str = (const char *)(uintptr_t)val;
 
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
-	return h | 1;	/* k1 must not be 0 */
+	return !strncmp(str, k->p, k->n) && !str[k->n];
 }
 
 static const char *intern_n(struct mp_symbolizer *s, const char *p, size_t n)
 {
-	uint64_t h = str_hash(p, n);
-	struct istr *first = hmap_get(&s->strings, h, 0), *is;
+	struct istr_key k = { p, n };
+	uint64_t h = mp_hash_bytes(MP_HASH_SEED, p, n);
+	uint64_t *v = mp_hashmap__find_eq(&s->strings, h, istr_eq, &k);
+	char *str;
 
-	for (is = first; is; is = is->next)
-		if (!strncmp(is->str, p, n) && !is->str[n])
-			return is->str;
-	is = arena_alloc(s, sizeof(*is) + n + 1);
-	if (!is)
+	if (v)
+		return (const char *)(uintptr_t)*v;
+	str = arena_alloc(s, n + 1);
+	if (!str)
 		return NULL;
-	memcpy(is->str, p, n);
-	is->str[n] = 0;
-	is->next = first;
-	if (hmap_put(&s->strings, h, 0, is))
+	memcpy(str, p, n);
+	str[n] = 0;
+	if (mp_hashmap__add_eq(&s->strings, h, (uintptr_t)str))
 		return NULL;
-	return is->str;
+	return str;
 }
 
 static const char *intern(struct mp_symbolizer *s, const char *p)
@@ -485,11 +374,13 @@ static void module_unload(struct mp_symbolizer *s, struct module *m)
 
 static void module_free(struct mp_symbolizer *s, struct module *m)
 {
+	uint64_t dev = (uint64_t)m->maps_dev | 1ULL << 63;
+
 	module_unload(s, m);
 	lru_unlink(&s->mod_lru, &m->lru);
-	hmap_del(&s->mods_by_key, (uintptr_t)m->key, 0);
-	if (hmap_get(&s->mods_by_ino, (uint64_t)m->maps_dev | 1ULL << 63, m->maps_ino) == m)
-		hmap_del(&s->mods_by_ino, (uint64_t)m->maps_dev | 1ULL << 63, m->maps_ino);
+	mp_hashmap__remove(&s->mods_by_key, (uintptr_t)m->key, 0);
+	if (hmap_get(&s->mods_by_ino, dev, m->maps_ino) == m)
+		mp_hashmap__remove(&s->mods_by_ino, dev, m->maps_ino);
 	if (m->elf)
 		elf_end(m->elf);
 	if (m->fd >= 0)
@@ -639,7 +530,7 @@ static struct module *module_get(struct mp_symbolizer *s, pid_t pid, const char 
 	m->elf = elf;
 	if (!m->path || !m->base || hmap_put(&s->mods_by_key, (uintptr_t)key, 0, m) ||
 	    hmap_put(&s->mods_by_ino, (uint64_t)dev | 1ULL << 63, ino, m)) {
-		hmap_del(&s->mods_by_key, (uintptr_t)key, 0);
+		mp_hashmap__remove(&s->mods_by_key, (uintptr_t)key, 0);
 		free(m->segs);
 		free(m);
 		elf_end(elf);
@@ -845,14 +736,14 @@ static int fn_range_cmp(const void *a, const void *b)
 static void cu_indexes_free(struct module *m)
 {
 	for (size_t i = 0; i < m->cu_index.cap; i++) {
-		struct cu_index *ix = m->cu_index.slots[i].val;
+		struct cu_index *ix = (void *)(uintptr_t)m->cu_index.slots[i].val;
 
-		if (m->cu_index.slots[i].k1 && ix) {
+		if (ix) {
 			free(ix->r);
 			free(ix);
 		}
 	}
-	hmap_clear(&m->cu_index);
+	mp_hashmap__clear(&m->cu_index);
 }
 
 static struct cu_index *cu_index_get(struct module *m, Dwarf_Die *cudie)
@@ -1363,11 +1254,11 @@ static const struct perfmap_sym *perfmap_find(struct perfmap *pm, uint64_t pc)
 
 static void proc_free(struct mp_symbolizer *s, struct proc *p)
 {
-	hmap_del(&s->procs, (uint64_t)p->pid + 1, 0);
+	mp_hashmap__remove(&s->procs, (uint64_t)p->pid + 1, 0);
 	lru_unlink(&s->proc_lru, &p->lru);
 	maps_release(s, p->maps, p->nmaps);
-	hmap_clear(&p->addrs);
-	hmap_clear(&p->misses);
+	mp_hashmap__clear(&p->addrs);
+	mp_hashmap__clear(&p->misses);
 	perfmap_close(&p->perfmap);
 	free(p);
 	s->nprocs--;
@@ -1459,7 +1350,7 @@ static int proc_read_maps(struct mp_symbolizer *s, struct proc *p)
 	p->generation = ++s->generation;
 	p->read_ns = now_ns();
 	/* A library unloaded and another loaded in its place would make cached pcs wrong. */
-	hmap_clear(&p->addrs);
+	mp_hashmap__clear(&p->addrs);
 	return 0;
 }
 
@@ -1485,7 +1376,7 @@ static struct proc *proc_get(struct mp_symbolizer *s, pid_t pid, int *err, bool 
 		perfmap_open(p);
 	if (r || hmap_put(&s->procs, (uint64_t)pid + 1, 0, p)) {
 		maps_release(s, p->maps, p->nmaps);
-		hmap_clear(&p->addrs);
+		mp_hashmap__clear(&p->addrs);
 		free(p);
 		*err = r ? r : -ENOMEM;
 		return NULL;
@@ -1544,7 +1435,7 @@ static struct proc_map *proc_lookup(struct mp_symbolizer *s, struct proc *p, uin
 	}
 	if (!pm) {
 		if (p->misses.len >= s->opts.max_addrs)
-			hmap_clear(&p->misses);
+			mp_hashmap__clear(&p->misses);
 		hmap_put(&p->misses, pc | 1ULL << 63, 0, p);	/* best effort: ENOMEM = re-read */
 	}
 	return pm;
@@ -1654,7 +1545,7 @@ int mp_symbolizer__resolve(struct mp_symbolizer *s, pid_t pid, uint64_t addr, in
 		return -ENOMEM;
 	if (pc && final) {
 		if (p->addrs.len >= s->opts.max_addrs) {
-			hmap_clear(&p->addrs);
+			mp_hashmap__clear(&p->addrs);
 			s->st.addr_cache_resets++;
 		}
 		if (hmap_put(&p->addrs, pc, 0, r))
@@ -1923,12 +1814,12 @@ void mp_symbolizer__free(struct mp_symbolizer *s)
 		proc_free(s, lru_entry(s->proc_lru.head, struct proc));
 	while (s->mod_lru.head)
 		module_free(s, lru_entry(s->mod_lru.head, struct module));
-	hmap_clear(&s->procs);
-	hmap_clear(&s->mods_by_key);
-	hmap_clear(&s->mods_by_ino);
-	hmap_clear(&s->results);
-	hmap_clear(&s->unknowns);
-	hmap_clear(&s->strings);
+	mp_hashmap__clear(&s->procs);
+	mp_hashmap__clear(&s->mods_by_key);
+	mp_hashmap__clear(&s->mods_by_ino);
+	mp_hashmap__clear(&s->results);
+	mp_hashmap__clear(&s->unknowns);
+	mp_hashmap__clear(&s->strings);
 	for (c = s->chunks; c; c = next) {
 		next = c->next;
 		free(c);

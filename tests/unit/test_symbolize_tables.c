@@ -1,45 +1,9 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* The symbolizer's internal tables, reached by including its source: the open-addressing map
- * (with backward-shift deletion) against a reference array, string interning, and the mapping of
- * file offsets to ELF addresses through PT_LOADs, the per-CU function index. */
+/* The symbolizer's internal tables, reached by including its source: string interning, the
+ * mapping of file offsets to ELF addresses through PT_LOADs, the per-CU function index. */
 #include "daemon/stacks/symbolize.c"
 
 #include "tests/unit/test.h"
-
-static void test_hmap(void)
-{
-	static void *ref[4096];
-	struct hmap m = { 0 };
-	uint64_t x = 88172645463325252ULL;
-	size_t n = 0;
-
-	for (int it = 0; it < 500000; it++) {
-		uint64_t k, op;
-
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;	/* xorshift64 */
-		k = x % 4096;
-		op = (x >> 20) % 3;
-		if (op == 0) {
-			void *v = (void *)(uintptr_t)((x >> 32) | 1);
-
-			if (!ASSERT_OK(hmap_put(&m, k + 1, k * 7, v), "put"))
-				break;
-			ref[k] = v;
-		} else if (op == 1) {
-			hmap_del(&m, k + 1, k * 7);
-			ref[k] = NULL;
-		} else if (!ASSERT_TRUE(hmap_get(&m, k + 1, k * 7) == ref[k], "get = reference")) {
-			break;
-		}
-	}
-	for (int i = 0; i < 4096; i++) {
-		n += ref[i] != NULL;
-		if (!ASSERT_TRUE(hmap_get(&m, (uint64_t)i + 1, (uint64_t)i * 7) == ref[i], "final"))
-			break;
-	}
-	ASSERT_EQ(m.len, n, "length");
-	hmap_clear(&m);
-}
 
 static void test_intern(void)
 {
@@ -136,7 +100,6 @@ out:
 
 int main(void)
 {
-	RUN(test_hmap);
 	RUN(test_intern);
 	RUN(test_segments);
 	RUN(test_scopes_differential);

@@ -83,11 +83,11 @@ struct memprof_reader {
 	struct domain *doms[MP_MAX_DOMAINS];
 	unsigned int ndoms;
 
-	struct mtc_map locs;		/* code -> struct loc_def *, code 0 in loc0 */
+	struct mp_hashmap locs;		/* code -> struct loc_def *, code 0 in loc0 */
 	struct loc_def *loc0;
 	bool has_loc0;
 	size_t loc_bytes;
-	struct mtc_map live;		/* strict: id + 1 of allocated, uncollected objects */
+	struct mp_hashmap live;		/* strict: id + 1 of allocated, uncollected objects */
 
 	uint8_t pkt[MP_HDR_V3 + MP_PACKET_MAX];
 };
@@ -247,7 +247,7 @@ static struct loc_def *find_def(const struct memprof_reader *r, uint64_t code)
 
 	if (!code)
 		return r->has_loc0 ? r->loc0 : NULL;
-	v = mtc_map__find(&r->locs, code);
+	v = mp_hashmap__find(&r->locs, code, 0);
 	return v ? (struct loc_def *)(uintptr_t)*v : NULL;
 }
 
@@ -289,7 +289,7 @@ static struct loc_def *store_def(struct memprof_reader *r, uint64_t code, uint64
 		return NULL;
 	}
 	if (code) {
-		slot = mtc_map__insert(&r->locs, code, &found, &err);
+		slot = mp_hashmap__insert(&r->locs, code, 0, &found, &err);
 		if (!slot) {
 			fail(r, off, "%s", err == -ENOSPC ? "too many location codes (limit)"
 							  : "out of memory");
@@ -299,7 +299,7 @@ static struct loc_def *store_def(struct memprof_reader *r, uint64_t code, uint64
 	d = malloc(sz);
 	if (!d) {
 		if (code)
-			mtc_map__remove(&r->locs, code);
+			mp_hashmap__remove(&r->locs, code, 0);
 		fail(r, off, "out of memory");
 		return NULL;
 	}
@@ -952,7 +952,7 @@ static int read_alloc(struct memprof_reader *r, unsigned int code, uint64_t off,
 
 		if (id + 1 == 0)
 			return fail(r, off, "object id %" PRIu64 " out of range (strict)", id);
-		slot = mtc_map__insert(&r->live, id + 1, &found, &err);
+		slot = mp_hashmap__insert(&r->live, id + 1, 0, &found, &err);
 
 		if (!slot)
 			return fail(r, off, "%s", err == -ENOSPC ? "too many live objects (limit)"
@@ -985,11 +985,11 @@ static int read_id_event(struct memprof_reader *r, unsigned int code, uint64_t o
 			    delta, r->pkt_version);
 	id = r->running_id - 1 - (uint64_t)delta;
 	if (r->strict) {
-		if (!mtc_map__find(&r->live, id + 1))
+		if (!mp_hashmap__find(&r->live, id + 1, 0))
 			return fail(r, off, "%s of unknown or already collected object id %" PRIu64
 				    " (strict)", promote ? "promote" : "collect", id);
 		if (!promote)
-			mtc_map__remove(&r->live, id + 1);
+			mp_hashmap__remove(&r->live, id + 1, 0);
 	}
 	ev->type = promote ? MEMPROF_EV_PROMOTE : MEMPROF_EV_COLLECT;
 	ev->id = id;
@@ -1117,11 +1117,11 @@ void memprof_reader__free(struct memprof_reader *r)
 		free(r->doms[i]);
 	}
 	for (size_t i = 0; i < r->locs.cap; i++)
-		if (r->locs.keys[i])
-			free((void *)(uintptr_t)r->locs.vals[i]);
+		if (r->locs.slots[i].k1)
+			free((void *)(uintptr_t)r->locs.slots[i].val);
 	free(r->loc0);
-	mtc_map__free(&r->locs);
-	mtc_map__free(&r->live);
+	mp_hashmap__clear(&r->locs);
+	mp_hashmap__clear(&r->live);
 	ZSTD_freeDCtx(r->zd);
 	free(r->zin);
 	free(r->info_strs);

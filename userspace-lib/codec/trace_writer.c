@@ -103,7 +103,7 @@ struct memprof_writer {
 	size_t prev_len, prev_cap;
 
 	/* locations */
-	struct mtc_map defined;		/* code -> fingerprint of its definition */
+	struct mp_hashmap defined;	/* code -> fingerprint of its definition */
 	struct mp_mtf mtf;
 
 	ZSTD_CCtx *zc;
@@ -430,7 +430,7 @@ static void free_writer(struct memprof_writer *w)
 	free(w->zbuf);
 	free(w->prev);
 	free(w->patch);
-	mtc_map__free(&w->defined);
+	mp_hashmap__clear(&w->defined);
 	mtc_mtf__free(&w->mtf);
 	free(w);
 }
@@ -630,7 +630,7 @@ int mp_writer__reset(struct memprof_writer *w, const struct memprof_trace_info *
 		return -EINVAL;
 	if (writer_err(w))
 		return w->err;
-	if (w->next_id || w->defined.n || w->len)
+	if (w->next_id || w->defined.len || w->len)
 		return -EBUSY;
 	if (w->base < 0 || !w->regular)
 		return -ENOTSUP;
@@ -709,15 +709,6 @@ int mp_writer__output_error(struct memprof_writer *w, uint64_t *since_us, uint64
 
 /* ---- locations ---------------------------------------------------------------------------- */
 
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *s = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 0x100000001b3ull;
-	return h;
-}
-
 static uint32_t clampu(uint32_t v, uint32_t max)
 {
 	return v > max ? max : v;
@@ -726,9 +717,9 @@ static uint32_t clampu(uint32_t v, uint32_t max)
 /* A fingerprint of a definition as it is written (clamped, truncated): equal iff identical. */
 static uint64_t loc_fingerprint(const struct memprof_location *locs, unsigned int nlocs)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = MP_HASH_SEED;
 
-	h = hash_bytes(h, &nlocs, sizeof(nlocs));
+	h = mp_hash_bytes(h, &nlocs, sizeof(nlocs));
 	for (unsigned int i = 0; i < nlocs; i++) {
 		const struct memprof_location *l = &locs[i];
 		uint64_t v = mp_loc_pack(clampu(l->line, MP_LINE_MAX),
@@ -737,9 +728,9 @@ static uint64_t loc_fingerprint(const struct memprof_location *locs, unsigned in
 		const char *f = l->filename ? l->filename : "";
 		const char *d = l->defname ? l->defname : "";
 
-		h = hash_bytes(h, &v, sizeof(v));
-		h = hash_bytes(h, f, bounded_len(f) + 1);
-		h = hash_bytes(h, d, bounded_len(d) + 1);
+		h = mp_hash_bytes(h, &v, sizeof(v));
+		h = mp_hash_bytes(h, f, bounded_len(f) + 1);
+		h = mp_hash_bytes(h, d, bounded_len(d) + 1);
 	}
 	return mp_hash64(h);
 }
@@ -846,7 +837,7 @@ int memprof_writer__location(struct memprof_writer *w, uint64_t code,
 	if (writer_err(w))
 		return w->err;
 	fp = loc_fingerprint(locs, nlocs);
-	slot = mtc_map__find(&w->defined, code);
+	slot = mp_hashmap__find(&w->defined, code, 0);
 	if (slot)
 		return *slot == fp ? 0 : -EINVAL;
 	for (unsigned int i = 0; i < nlocs; i++)
@@ -857,12 +848,12 @@ int memprof_writer__location(struct memprof_writer *w, uint64_t code,
 		nlocs = 1;
 		worst = 4 + 8 + 1 + 6 + 10 + 3;
 	}
-	slot = mtc_map__insert(&w->defined, code, &found, &err);
+	slot = mp_hashmap__insert(&w->defined, code, 0, &found, &err);
 	if (!slot)
 		return err;
 	err = reserve(w, worst, w->last_time);
 	if (err) {
-		mtc_map__remove(&w->defined, code);
+		mp_hashmap__remove(&w->defined, code, 0);
 		return err;
 	}
 	*slot = fp;
@@ -879,7 +870,7 @@ int memprof_writer__location(struct memprof_writer *w, uint64_t code,
 
 int memprof_writer__has_location(const struct memprof_writer *w, uint64_t code)
 {
-	return w && code && mtc_map__find(&w->defined, code) ? 1 : 0;
+	return w && code && mp_hashmap__find(&w->defined, code, 0) ? 1 : 0;
 }
 
 /* ---- backtraces --------------------------------------------------------------------------- */
@@ -971,7 +962,7 @@ int memprof_writer__alloc(struct memprof_writer *w, uint64_t time_us, uint64_t l
 	while (pfx < bt_len && pfx < w->prev_len && bt[pfx] == w->prev[pfx])
 		pfx++;
 	for (size_t i = pfx; i < bt_len; i++)
-		if (!mtc_map__find(&w->defined, bt[i]))
+		if (!mp_hashmap__find(&w->defined, bt[i], 0))
 			return -ENOENT;
 	if (bt_len > w->prev_cap) {
 		size_t cap = bt_len < 64 ? 64 : bt_len * 2;
