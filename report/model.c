@@ -13,7 +13,6 @@
 
 #include <memprof/trace.h>
 
-#include "report/intern.h"
 #include "report/report.h"
 #include "userspace-lib/estimate.h"
 #include "userspace-lib/codec/outfile.h"
@@ -67,14 +66,6 @@ struct rp_model *rp_model__new(const struct rp_options *opts)
 		m->opts.points = RP_MAX_POINTS;
 	if (!m->opts.temp_us)
 		m->opts.temp_us = RP_TEMP_US;
-	m->frame_idx = rp_intern__new();
-	m->stack_idx = rp_intern__new();
-	m->site_idx = rp_intern__new();
-	if (!m->frame_idx || !m->stack_idx || !m->site_idx) {
-		rp_model__free(m);
-		errno = ENOMEM;
-		return NULL;
-	}
 	return m;
 }
 
@@ -131,9 +122,9 @@ void rp_model__free(struct rp_model *m)
 	free(m->blocks);
 	free(m->stack_frames);
 	free(m->stacks);
-	rp_intern__free(m->frame_idx);
-	rp_intern__free(m->stack_idx);
-	rp_intern__free(m->site_idx);
+	mp_hashmap__clear(&m->frame_idx);
+	mp_hashmap__clear(&m->stack_idx);
+	mp_hashmap__clear(&m->site_idx);
 	free(m);
 }
 
@@ -278,7 +269,7 @@ struct frame_key {
 	uint64_t code;
 };
 
-static bool frame_eq(const void *ctx, uint32_t idx)
+static bool frame_eq(const void *ctx, uint64_t idx)
 {
 	const struct frame_key *k = ctx;
 	const struct rp_frame *f = &k->m->frames[idx];
@@ -306,7 +297,7 @@ static int64_t frame_intern(struct rp_model *m, const char *func, const char *fi
 	k.object = object;
 	h = rp_hash_str(rp_hash_str(rp_hash_str(rp_hash_mix(line, k.code), k.func), k.file),
 			object);
-	idx = rp_intern__find(m->frame_idx, h, frame_eq, &k);
+	idx = rp_index_find(&m->frame_idx, h, frame_eq, &k);
 	if (idx >= 0) {
 		free(object);
 		return idx;
@@ -333,7 +324,7 @@ static int64_t frame_intern(struct rp_model *m, const char *func, const char *fi
 		free(object);
 		return -ENOMEM;
 	}
-	err = rp_intern__add(m->frame_idx, h, (uint32_t)m->nframes);
+	err = mp_hashmap__add_eq(&m->frame_idx, h, m->nframes);
 	if (err) {
 		free(f->func);
 		free(f->file);
@@ -365,7 +356,7 @@ struct stack_key {
 	uint32_t len;
 };
 
-static bool stack_eq(const void *ctx, uint32_t idx)
+static bool stack_eq(const void *ctx, uint64_t idx)
 {
 	const struct stack_key *k = ctx;
 	const struct rp_stack *s = &k->m->stacks[idx];
@@ -384,7 +375,7 @@ static int64_t stack_intern(struct rp_model *m, const uint32_t *frames, uint32_t
 
 	for (uint32_t i = 0; i < len; i++)
 		h = rp_hash_mix(h, frames[i]);
-	idx = rp_intern__find(m->stack_idx, h, stack_eq, &k);
+	idx = rp_index_find(&m->stack_idx, h, stack_eq, &k);
 	if (idx >= 0)
 		return idx;
 	if (m->nstacks >= RP_MAX_STACKS || m->nstack_frames + len > UINT32_MAX)
@@ -400,7 +391,7 @@ static int64_t stack_intern(struct rp_model *m, const uint32_t *frames, uint32_t
 	s->eff_len = len;
 	while (!m->opts.no_trim && s->eff_len > 1 && m->frames[frames[s->eff_len - 1]].allocator)
 		s->eff_len--;
-	err = rp_intern__add(m->stack_idx, h, (uint32_t)m->nstacks);
+	err = mp_hashmap__add_eq(&m->stack_idx, h, m->nstacks);
 	if (err)
 		return err;
 	return (int64_t)m->nstacks++;
@@ -414,26 +405,26 @@ struct loader {
 	struct rp_model *m;
 	struct memprof_reader *r;
 	struct rp_trace *t;
-	struct rp_u64map *codes;	/* location code -> index into code_ranges */
+	struct mp_hashmap codes;	/* (location code, 1) -> index into code_ranges */
 	struct { uint32_t off, len; } *code_ranges;
 	size_t ncode_ranges, cap_code_ranges;
 	uint32_t *code_frames;		/* frame ids of the codes' locations */
 	size_t ncode_frames, cap_code_frames;
 	uint32_t *tmp;			/* the stack being built */
 	size_t cap_tmp;
-	struct rp_u64map *ids;		/* object id -> block index */
+	struct mp_hashmap ids;		/* (object id, 1) -> block index */
 	const char *exe;
 };
 
 static int code_frames(struct loader *l, uint64_t code, uint32_t *range)
 {
 	const struct memprof_location *locs;
+	const uint64_t *idx = mp_hashmap__find(&l->codes, code, 1);
 	unsigned int nlocs = 0;
-	uint32_t idx;
 	int err;
 
-	if (!rp_u64map__get(l->codes, code, &idx)) {
-		*range = idx;
+	if (idx) {
+		*range = (uint32_t)*idx;
 		return 0;
 	}
 	if (l->ncode_ranges >= RP_MAX_CODES)
@@ -462,7 +453,7 @@ static int code_frames(struct loader *l, uint64_t code, uint32_t *range)
 	}
 	l->code_ranges[l->ncode_ranges].len =
 		(uint32_t)(l->ncode_frames - l->code_ranges[l->ncode_ranges].off);
-	err = rp_u64map__put(l->codes, code, (uint32_t)l->ncode_ranges);
+	err = mp_hashmap__put(&l->codes, code, 1, l->ncode_ranges);
 	if (err)
 		return err;
 	*range = (uint32_t)l->ncode_ranges++;
@@ -521,7 +512,7 @@ static int load_events(struct loader *l, char *err, size_t errlen)
 
 	while ((ret = memprof_reader__next(l->r, &ev)) > 0) {
 		struct rp_block *b;
-		uint32_t bi;
+		const uint64_t *bi;
 		int64_t st;
 
 		if (ev.time_us > t->end_us)
@@ -554,7 +545,7 @@ static int load_events(struct loader *l, char *err, size_t errlen)
 			b->nsamples = ev.nsamples;
 			b->stack = (uint32_t)st;
 			b->trace = (uint16_t)(t - m->traces);
-			ret = rp_u64map__put(l->ids, ev.id, (uint32_t)m->nblocks);
+			ret = mp_hashmap__put(&l->ids, ev.id, 1, m->nblocks);
 			if (ret)
 				return ret;
 			t->digest = rp_hash_mix(rp_hash_mix(rp_hash_mix(rp_hash_mix(t->digest,
@@ -565,14 +556,14 @@ static int load_events(struct loader *l, char *err, size_t errlen)
 			t->sum_length += ev.length;
 			break;
 		case MEMPROF_EV_COLLECT:
-			if (rp_u64map__get(l->ids, ev.id, &bi) ||
-			    m->blocks[bi].t_free != RP_NO_FREE) {
+			bi = mp_hashmap__find(&l->ids, ev.id, 1);
+			if (!bi || m->blocks[*bi].t_free != RP_NO_FREE) {
 				t->unmatched_collects++;
 				break;
 			}
-			m->blocks[bi].t_free = ev.time_us;
+			m->blocks[*bi].t_free = ev.time_us;
 			t->digest = rp_hash_mix(rp_hash_mix(t->digest, ev.time_us),
-						 bi - t->first_block);
+						 *bi - t->first_block);
 			t->collects++;
 			break;
 		case MEMPROF_EV_PROMOTE:
@@ -671,12 +662,6 @@ static int load_trace(struct rp_model *m, const char *path, bool base, char *err
 		goto out;
 	}
 	l.exe = t->executable;
-	l.codes = rp_u64map__new();
-	l.ids = rp_u64map__new();
-	if (!l.codes || !l.ids) {
-		ret = -ENOMEM;
-		goto out;
-	}
 	ret = load_events(&l, err, errlen);
 	t->warnings = memprof_reader__warnings(l.r);
 	if (!ret) {
@@ -698,8 +683,8 @@ out:
 	if (ret == -ENOMEM && !err[0])
 		snprintf(err, errlen, "out of memory");
 	memprof_reader__free(l.r);
-	rp_u64map__free(l.codes);
-	rp_u64map__free(l.ids);
+	mp_hashmap__clear(&l.codes);
+	mp_hashmap__clear(&l.ids);
 	free(l.code_ranges);
 	free(l.code_frames);
 	free(l.tmp);
@@ -729,7 +714,7 @@ struct site_key {
 	const char *key;
 };
 
-static bool site_eq(const void *ctx, uint32_t idx)
+static bool site_eq(const void *ctx, uint64_t idx)
 {
 	const struct site_key *k = ctx;
 
@@ -790,13 +775,13 @@ static int64_t site_intern(struct rp_model *m, uint32_t si)
 		return -ENOMEM;
 	k.key = name;
 	h = rp_hash_str(0, name);
-	idx = rp_intern__find(m->site_idx, h, site_eq, &k);
+	idx = rp_index_find(&m->site_idx, h, site_eq, &k);
 	if (idx >= 0) {
 		free(name);
 		return idx;
 	}
 	if (GROW(m->sites, m->cap_sites, m->nsites + 1) ||
-	    rp_intern__add(m->site_idx, h, (uint32_t)m->nsites)) {
+	    mp_hashmap__add_eq(&m->site_idx, h, m->nsites)) {
 		free(name);
 		return -ENOMEM;
 	}
@@ -1281,8 +1266,7 @@ int rp_model__analyze(struct rp_model *m)
 	int err = -ENOMEM;
 
 	sites_free(m);
-	rp_intern__free(m->site_idx);
-	m->site_idx = rp_intern__new();
+	mp_hashmap__clear(&m->site_idx);
 	m->filtered_out = 0;
 	err = build_views(m);
 	if (err)
@@ -1290,7 +1274,7 @@ int rp_model__analyze(struct rp_model *m)
 	err = -ENOMEM;
 	m->stack_vals = calloc(m->nstacks ? m->nstacks : 1, sizeof(*m->stack_vals));
 	stack_site = malloc((m->nstacks ? m->nstacks : 1) * sizeof(*stack_site));
-	if (!m->site_idx || !m->stack_vals || !stack_site)
+	if (!m->stack_vals || !stack_site)
 		goto out;
 	for (size_t i = 0; i < m->nstacks; i++)
 		stack_site[i] = -1;
