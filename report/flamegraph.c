@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "report/report.h"
+#include "userspace-lib/array.h"
 
 #define FG_WIDTH	1200.0
 #define FG_PAD		10.0
@@ -61,15 +62,8 @@ static int64_t fg_child(struct fg *g, uint32_t parent, uint32_t frame)
 		return (int64_t)*idx;
 	if (g->n >= FG_MAX_NODES)
 		return -E2BIG;
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 1024;
-		struct fg_node *p = realloc(g->nodes, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		g->nodes = p;
-		g->cap = cap;
-	}
+	if (MP_ARRAY_RESERVE(g->nodes, g->cap, g->n + 1, 1024))
+		return -ENOMEM;
 	nn = &g->nodes[g->n];
 	nn->frame = frame;
 	nn->parent = parent;
@@ -318,31 +312,17 @@ static int fg_layout(struct fg *g)
 		     c = g->nodes[c].next_sibling) {
 			if (g->nodes[c].value * g->scale < FG_MIN_W)
 				continue;
-			if (nk == kcap) {
-				size_t ncap = kcap ? kcap * 2 : 64;
-				uint32_t *p = realloc(kids, ncap * sizeof(*p));
-
-				if (!p) {
-					err = -ENOMEM;
-					goto out;
-				}
-				kids = p;
-				kcap = ncap;
+			if (MP_ARRAY_RESERVE(kids, kcap, nk + 1, 64)) {
+				err = -ENOMEM;
+				goto out;
 			}
 			kids[nk++] = c;
 		}
 		if (nk > 1)
 			qsort_r(kids, nk, sizeof(*kids), cmp_child, g);
-		if (sp + nk > cap) {
-			size_t ncap = (sp + nk) * 2;
-			struct item *p = realloc(stack, ncap * sizeof(*p));
-
-			if (!p) {
-				err = -ENOMEM;
-				goto out;
-			}
-			stack = p;
-			cap = ncap;
+		if (MP_ARRAY_RESERVE(stack, cap, sp + nk, 64)) {
+			err = -ENOMEM;
+			goto out;
 		}
 		/* Push right to left so the leftmost child is drawn first. */
 		x = it.x;

@@ -14,29 +14,11 @@
 #include <memprof/trace.h>
 
 #include "report/report.h"
+#include "userspace-lib/array.h"
 #include "userspace-lib/estimate.h"
 #include "userspace-lib/codec/outfile.h"
 
-/* Grow *@arr (of *@cap elements of @size) to hold @need. Returns 0 or -ENOMEM. */
-static int grow(void **arr, size_t *cap, size_t need, size_t size)
-{
-	size_t ncap;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap : 64;
-	while (ncap < need)
-		ncap *= 2;
-	p = realloc(*arr, ncap * size);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
-
-#define GROW(arr, cap, need) grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+#define GROW(arr, cap, need) MP_ARRAY_RESERVE(arr, cap, need, 64)
 
 const char *rp_by_name(enum rp_by by)
 {
@@ -795,7 +777,7 @@ static int64_t site_intern(struct rp_model *m, uint32_t si)
 
 static int push_u64(uint64_t **arr, size_t *n, size_t *cap, uint64_t v)
 {
-	if (grow((void **)arr, cap, *n + 1, sizeof(**arr)))
+	if (mp_array_reserve((void **)arr, cap, *n + 1, sizeof(**arr), 64))
 		return -ENOMEM;
 	(*arr)[(*n)++] = v;
 	return 0;
@@ -1132,7 +1114,7 @@ static int filter_stack(struct rp_model *m, uint32_t si, uint32_t **tmp, size_t 
 	int64_t r;
 
 	*out = -1;
-	if (grow((void **)tmp, cap, st.len ? st.len : 1, sizeof(**tmp)))
+	if (mp_array_reserve((void **)tmp, cap, st.len ? st.len : 1, sizeof(**tmp), 64))
 		return -ENOMEM;
 	for (uint32_t i = 0; i < st.len; i++) {
 		uint32_t fi = m->stack_frames[st.off + i];
@@ -1491,33 +1473,17 @@ const char *rp_fmt_bytes(double bytes, char *buf, size_t len)
 	return buf;
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int rp_write_output(const char *path, const void *data, size_t len)
 {
 	struct mp_outfile o;
 	int err;
 
 	if (!strcmp(path, "-"))
-		return write_all(STDOUT_FILENO, data, len);
+		return mp_write_all(STDOUT_FILENO, data, len);
 	err = mp_outfile__open(&o, path, false, 0644);
 	if (err)
 		return err;
-	err = write_all(o.fd, data, len);
+	err = mp_write_all(o.fd, data, len);
 	if (!err && fsync(o.fd) && errno != EINVAL && errno != EROFS)
 		err = -errno;	/* a full disk may only say so here (not a FIFO, a device) */
 	if (close(o.fd) && !err)

@@ -14,6 +14,7 @@
 
 #include "report/profile.pb-c.h"
 #include "report/report.h"
+#include "userspace-lib/array.h"
 
 typedef Perftools__Profiles__Profile Profile;
 typedef Perftools__Profiles__ValueType ValueType;
@@ -51,15 +52,8 @@ static int64_t strtab_get(struct strtab *t, const char *s)
 
 	if (i >= 0)
 		return i;
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 256;
-		char **p = realloc(t->s, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		t->s = p;
-		t->cap = cap;
-	}
+	if (MP_ARRAY_RESERVE(t->s, t->cap, t->n + 1, 256))
+		return -ENOMEM;
 	t->s[t->n] = strdup(s);
 	if (!t->s[t->n] || mp_hashmap__add_eq(&t->idx, h, t->n)) {
 		free(t->s[t->n]);

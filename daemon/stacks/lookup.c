@@ -59,15 +59,8 @@ struct cu_index {
 
 static int cu_index_add(struct cu_index *ix, uint64_t lo, uint64_t hi, const Dwarf_Die *die)
 {
-	if (ix->n == ix->cap) {
-		size_t ncap = ix->cap ? ix->cap * 2 : 64;
-		struct fn_range *nr = reallocarray(ix->r, ncap, sizeof(*nr));
-
-		if (!nr)
-			return -ENOMEM;
-		ix->r = nr;
-		ix->cap = ncap;
-	}
+	if (MP_ARRAY_RESERVE(ix->r, ix->cap, ix->n + 1, 64))
+		return -ENOMEM;
 	ix->r[ix->n++] = (struct fn_range){ lo, hi, *die };
 	return 0;
 }

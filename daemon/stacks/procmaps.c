@@ -91,15 +91,8 @@ static int perfmap_add(struct mp_symbolizer *s, struct perfmap *pm, uint64_t sta
 		s->st.perfmap_dropped++;
 		return 0;
 	}
-	if (pm->n == pm->cap) {
-		size_t ncap = pm->cap ? pm->cap * 2 : 256;
-		struct perfmap_sym *ns = reallocarray(pm->syms, ncap, sizeof(*ns));
-
-		if (!ns)
-			return -ENOMEM;
-		pm->syms = ns;
-		pm->cap = ncap;
-	}
+	if (MP_ARRAY_RESERVE(pm->syms, pm->cap, pm->n + 1, 256))
+		return -ENOMEM;
 	sym = &pm->syms[pm->n];
 	sym->name = sym_intern(s, name);
 	if (!sym->name)
@@ -242,15 +235,9 @@ int sym_proc_read_maps(struct mp_symbolizer *s, struct proc *p)
 		nl = strchr(name, '\n');
 		if (nl)
 			*nl = 0;
-		if (n == cap) {
-			struct proc_map *nm = reallocarray(maps, cap ? cap * 2 : 64, sizeof(*maps));
-
-			if (!nm) {
-				r = -ENOMEM;
-				break;
-			}
-			maps = nm;
-			cap = cap ? cap * 2 : 64;
+		if (MP_ARRAY_RESERVE(maps, cap, n + 1, 64)) {
+			r = -ENOMEM;
+			break;
 		}
 		pm = &maps[n];
 		*pm = (struct proc_map){ .start = start, .end = end, .pgoff = pgoff };

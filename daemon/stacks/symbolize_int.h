@@ -36,6 +36,7 @@
 
 #include "daemon/stacks/symbolize.h"
 #include "daemon/probe/target_open.h"
+#include "userspace-lib/array.h"
 #include "userspace-lib/hashmap.h"
 
 /* From libstdc++ (C++ ABI); declared here to keep this file C. */

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "userspace-lib/array.h"
 #include "userspace-lib/hashmap.h"
 
 #define MP_CTF_MAGIC		0xC1FC1FC1u

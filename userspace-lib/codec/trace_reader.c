@@ -873,18 +873,8 @@ static int read_backtrace(struct memprof_reader *r, int64_t pfx, unsigned int nc
 		if (len + 1 + k > MP_READER_MAX_FRAMES)
 			return fail(r, off, "backtrace longer than %u frames (limit)",
 				    MP_READER_MAX_FRAMES);
-		if (len + 1 + k > d->bt_cap) {
-			size_t cap = d->bt_cap ? d->bt_cap * 2 : 256;
-			uint64_t *nb;
-
-			while (cap < len + 1 + k)
-				cap *= 2;
-			nb = realloc(d->bt, cap * sizeof(*nb));
-			if (!nb)
-				return fail(r, off, "out of memory");
-			d->bt = nb;
-			d->bt_cap = cap;
-		}
+		if (MP_ARRAY_RESERVE(d->bt, d->bt_cap, len + 1 + k, 256))
+			return fail(r, off, "out of memory");
 		if (!check_defined(r, d->loc[b], cur_off(r)))
 			return r->err;
 		d->bt[len++] = d->loc[b];

@@ -20,6 +20,7 @@
 #include <memprof/trace.h>
 
 #include "userspace-lib/codec/codec.h"
+#include "userspace-lib/codec/outfile.h"
 #include "userspace-lib/codec/writer_async.h"
 
 #define MP_MAX_FRAMES		3000u		/* frames kept per backtrace (innermost) */
@@ -127,22 +128,6 @@ static uint64_t realtime_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-static int write_fd(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t r = write(fd, p, n);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
 /* Queue @n bytes (or, with @truncate >= 0, a cut of the file) for the writer's thread. */
 static int wq_put(struct mp_wq *q, const uint8_t *p, size_t n, off_t truncate)
 {
@@ -189,7 +174,7 @@ static int wq_put(struct mp_wq *q, const uint8_t *p, size_t n, off_t truncate)
 
 static int write_all(struct memprof_writer *w, const uint8_t *p, size_t n)
 {
-	int err = w->q ? wq_put(w->q, p, n, -1) : write_fd(w->fd, p, n);
+	int err = w->q ? wq_put(w->q, p, n, -1) : mp_write_all(w->fd, p, n);
 
 	if (!err)
 		w->bytes += n;
@@ -235,7 +220,7 @@ static void *wq_thread(void *arg)
 					      lseek(w->fd, c->truncate, SEEK_SET) < 0))
 			err = -errno;
 		else if (c->truncate < 0)
-			err = write_fd(w->fd, c->data, c->len);
+			err = mp_write_all(w->fd, c->data, c->len);
 		if (err)
 			wq_fail(q, err);
 
@@ -964,15 +949,8 @@ int memprof_writer__alloc(struct memprof_writer *w, uint64_t time_us, uint64_t l
 	for (size_t i = pfx; i < bt_len; i++)
 		if (!mp_hashmap__find(&w->defined, bt[i], 0))
 			return -ENOENT;
-	if (bt_len > w->prev_cap) {
-		size_t cap = bt_len < 64 ? 64 : bt_len * 2;
-		uint64_t *np = realloc(w->prev, cap * sizeof(*np));
-
-		if (!np)
-			return -ENOMEM;
-		w->prev = np;
-		w->prev_cap = cap;
-	}
+	if (MP_ARRAY_RESERVE(w->prev, w->prev_cap, bt_len, 64))
+		return -ENOMEM;
 	need = 4 + 3 * MP_VINT_MAX + 1 + 2 + 10 * (bt_len - pfx);
 	t = time_us < w->last_time ? w->last_time : time_us;
 	err = reserve(w, need, t);
