@@ -34,6 +34,7 @@
 #include <gelf.h>
 #include <libelf.h>
 
+#include "daemon/stacks/lru.h"
 #include "daemon/stacks/symbolize.h"
 #include "daemon/probe/target_open.h"
 #include "userspace-lib/array.h"
@@ -104,18 +105,6 @@ struct perfmap {
 };
 
 #define MP_PERFMAP_MAX	(1u << 20)	/* symbols per process */
-
-/* An intrusive list in least-recently-used order: most recent at the head. */
-struct lru_node {
-	struct lru_node *prev, *next;
-};
-
-struct lru_list {
-	struct lru_node *head, *tail;
-};
-
-/* The object holding @n (NULL-safe). */
-#define lru_entry(n, type) ((n) ? (type *)((char *)(n) - offsetof(type, lru)) : (type *)NULL)
 
 struct proc {
 	pid_t pid;
@@ -203,39 +192,6 @@ static inline const char *basename_of(const char *path)
 	const char *b = strrchr(path, '/');
 
 	return b ? b + 1 : path;
-}
-
-static inline void lru_unlink(struct lru_list *l, struct lru_node *n)
-{
-	if (n->prev)
-		n->prev->next = n->next;
-	else
-		l->head = n->next;
-	if (n->next)
-		n->next->prev = n->prev;
-	else
-		l->tail = n->prev;
-	n->prev = n->next = NULL;
-}
-
-static inline void lru_push(struct lru_list *l, struct lru_node *n)
-{
-	n->prev = NULL;
-	n->next = l->head;
-	if (l->head)
-		l->head->prev = n;
-	l->head = n;
-	if (!l->tail)
-		l->tail = n;
-}
-
-/* @n was just used: move it to the head. */
-static inline void lru_touch(struct lru_list *l, struct lru_node *n)
-{
-	if (l->head != n) {
-		lru_unlink(l, n);
-		lru_push(l, n);
-	}
 }
 
 /* symbolize.c */
