@@ -158,20 +158,12 @@ static int scopes_indexed(struct module *m, Dwarf_Die *cudie, Dwarf_Addr pc, Dwa
 	struct cu_index *ix = cu_index_get(m, cudie);
 	Dwarf_Die chain[MP_MAX_SCOPE_DEPTH], cur, child;
 	const struct fn_range *fr = NULL;
-	size_t lo = 0, hi;
+	size_t lo;
 	int n = 0;
 
 	if (!ix || !ix->n)
 		return 0;
-	hi = ix->n;
-	while (lo < hi) {	/* first range starting after pc */
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (ix->r[mid].lo <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = SYM_UPPER_BOUND(ix->r, ix->n, lo, pc);	/* first range starting after pc */
 	if (lo > 0 && pc < ix->r[lo - 1].hi)
 		fr = &ix->r[lo - 1];
 	if (!fr)
@@ -337,19 +329,11 @@ static void syms_build(struct module *m)
 /* The function symbol containing @a (a sized one, else the unsized one just below), or NULL. */
 static const char *syms_lookup(struct module *m, GElf_Addr a)
 {
-	size_t lo = 0, hi, i;
+	size_t lo, i;
 
 	if (!m->syms_built)
 		syms_build(m);
-	hi = m->nsyms;
-	while (lo < hi) {	/* first entry with start > a */
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (m->syms[mid].start <= a)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = SYM_UPPER_BOUND(m->syms, m->nsyms, start, a);	/* first entry with start > a */
 	if (!lo)
 		return NULL;
 	i = lo - 1;

@@ -160,7 +160,7 @@ void sym_perfmap_update(struct mp_symbolizer *s, struct perfmap *pm)
 
 const struct perfmap_sym *sym_perfmap_find(struct perfmap *pm, uint64_t pc)
 {
-	size_t lo = 0, hi;
+	size_t lo;
 
 	if (!pm->n)
 		return NULL;
@@ -168,15 +168,7 @@ const struct perfmap_sym *sym_perfmap_find(struct perfmap *pm, uint64_t pc)
 		qsort(pm->syms, pm->n, sizeof(pm->syms[0]), perfsym_cmp);
 		pm->sorted = true;
 	}
-	hi = pm->n;
-	while (lo < hi) {	/* first entry starting after pc */
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (pm->syms[mid].start <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	lo = SYM_UPPER_BOUND(pm->syms, pm->n, start, pc);	/* first entry starting after pc */
 	/* the latest of the entries starting at or before pc that contain it (code reused) */
 	for (size_t i = lo, k = 0; i > 0 && k < 64; i--, k++) {
 		const struct perfmap_sym *sym = &pm->syms[i - 1];

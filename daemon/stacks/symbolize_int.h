@@ -194,6 +194,36 @@ static inline const char *basename_of(const char *path)
 	return b ? b + 1 : path;
 }
 
+/*
+ * In the @n elements of @base, @size bytes each and sorted by the u64 at @key_off, the number
+ * whose key is <= @key: the index of the first element starting after @key.
+ */
+static inline size_t sym_upper_bound(const void *base, size_t n, size_t size, size_t key_off,
+				     uint64_t key)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		uint64_t k;
+
+		memcpy(&k, (const char *)base + mid * size + key_off, sizeof(k));
+		if (k <= key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* sym_upper_bound() over the array @arr of @n elements, sorted by their u64 member @field. */
+#define SYM_UPPER_BOUND(arr, n, field, key)                                                   \
+	({                                                                                     \
+		_Static_assert(sizeof((arr)->field) == sizeof(uint64_t), "a u64 key");         \
+		sym_upper_bound((arr), (n), sizeof(*(arr)), offsetof(typeof(*(arr)), field),   \
+				(key));                                                        \
+	})
+
 /* symbolize.c */
 void *sym_arena_alloc(struct mp_symbolizer *s, size_t n);
 const char *sym_intern(struct mp_symbolizer *s, const char *p);
