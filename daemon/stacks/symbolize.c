@@ -296,14 +296,11 @@ int mp_symbolizer__mappings(struct mp_symbolizer *s, pid_t pid,
 int mp_symbolizer__snapshot(struct mp_symbolizer *s, pid_t pid)
 {
 	bool fresh = false;
-	struct proc *p;
 	int err = 0;
+	struct proc *p = sym_proc_get(s, pid, &err, &fresh);
 
-	p = sym_proc_get(s, pid, &err, &fresh);
-	if (!p)
-		return err;
-	if (fresh || p->gone)
-		return 0;
+	if (!p || fresh || p->gone)
+		return err;	/* 0 unless there is no process */
 	err = sym_proc_read_maps(s, p);
 	if (err == -ESRCH) {
 		p->gone = true;
