@@ -340,39 +340,43 @@ static bool need(struct memprof_reader *r, size_t n, const char *what)
 	return false;
 }
 
+/* The next @n bytes of the packet, consumed; or NULL, failed naming @what. */
+static const uint8_t *take(struct memprof_reader *r, size_t n, const char *what)
+{
+	const uint8_t *p = r->pkt + r->pos;
+
+	if (!need(r, n, what))
+		return NULL;
+	r->pos += n;
+	return p;
+}
+
 static bool get8(struct memprof_reader *r, uint8_t *v, const char *what)
 {
-	if (!need(r, 1, what))
-		return false;
-	*v = r->pkt[r->pos++];
-	return true;
+	const uint8_t *p = take(r, 1, what);
+
+	return p && (*v = *p, true);
 }
 
 static bool get16(struct memprof_reader *r, uint16_t *v, const char *what)
 {
-	if (!need(r, 2, what))
-		return false;
-	*v = mp_get16(r->pkt + r->pos);
-	r->pos += 2;
-	return true;
+	const uint8_t *p = take(r, 2, what);
+
+	return p && (*v = mp_get16(p), true);
 }
 
 static bool get32(struct memprof_reader *r, uint32_t *v, const char *what)
 {
-	if (!need(r, 4, what))
-		return false;
-	*v = mp_get32(r->pkt + r->pos);
-	r->pos += 4;
-	return true;
+	const uint8_t *p = take(r, 4, what);
+
+	return p && (*v = mp_get32(p), true);
 }
 
 static bool get64(struct memprof_reader *r, uint64_t *v, const char *what)
 {
-	if (!need(r, 8, what))
-		return false;
-	*v = mp_get64(r->pkt + r->pos);
-	r->pos += 8;
-	return true;
+	const uint8_t *p = take(r, 8, what);
+
+	return p && (*v = mp_get64(p), true);
 }
 
 /* As upstream: FD is unsigned 16-bit, FE a signed int32, FF 64 bits kept to 63 (signed). */
@@ -418,6 +422,20 @@ static bool getstr(struct memprof_reader *r, const char **s, const char *what)
 	*s = (const char *)r->pkt + r->pos;
 	r->pos = (size_t)(nul - r->pkt) + 1;
 	return true;
+}
+
+/* A copy of the next string of the packet; or NULL, failed (at @off when out of memory). */
+static char *getstr_dup(struct memprof_reader *r, const char *what, uint64_t off)
+{
+	const char *s;
+	char *copy;
+
+	if (!getstr(r, &s, what))
+		return NULL;
+	copy = strdup(s);
+	if (!copy)
+		fail(r, off, "out of memory");
+	return copy;
 }
 
 /* ---- packets ------------------------------------------------------------------------------ */
@@ -738,7 +756,6 @@ static int read_location(struct memprof_reader *r, struct memprof_event *ev, uin
 		uint64_t v;
 		unsigned int fc, dc;
 		struct mp_mtf_defs *defs;
-		const char *s;
 
 		if (!get32(r, &lo, "location") || !get16(r, &hi, "location"))
 			return r->err;
@@ -749,13 +766,10 @@ static int read_location(struct memprof_reader *r, struct memprof_event *ev, uin
 		fc = (v >> 38) & 31;
 		dc = (v >> 43) & 31;
 		if (fc == MP_MTF_NEW) {
-			char *name;
+			char *name = getstr_dup(r, "filename", off);
 
-			if (!getstr(r, &s, "filename"))
-				return r->err;
-			name = strdup(s);
 			if (!name)
-				return fail(r, off, "out of memory");
+				return r->err;
 			if (mtf->n == MP_MTF_SLOTS) {
 				/*
 				 * As upstream's reader: the new file inherits the defname table of
@@ -784,13 +798,10 @@ static int read_location(struct memprof_reader *r, struct memprof_event *ev, uin
 		}
 		defs = mtf->f[0].defs;
 		if (dc == MP_MTF_NEW) {
-			char *name;
+			char *name = getstr_dup(r, "defname", off);
 
-			if (!getstr(r, &s, "defname"))
-				return r->err;
-			name = strdup(s);
 			if (!name)
-				return fail(r, off, "out of memory");
+				return r->err;
 			if (defs->n == MP_MTF_SLOTS)
 				free(defs->s[--defs->n]);
 			memmove(&defs->s[1], &defs->s[0], defs->n * sizeof(defs->s[0]));
