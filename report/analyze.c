@@ -9,14 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report/intern.h"
 #include "report/report.h"
 #include "userspace-lib/estimate.h"
 #include "report/model_int.h"
 
 static int push_u64(uint64_t **arr, size_t *n, size_t *cap, uint64_t v)
 {
-	if (rp_grow((void **)arr, cap, *n + 1, sizeof(**arr)))
+	if (mp_array_reserve((void **)arr, cap, *n + 1, sizeof(**arr), 64))
 		return -ENOMEM;
 	(*arr)[(*n)++] = v;
 	return 0;
@@ -315,7 +314,7 @@ static int filter_stack(struct rp_model *m, uint32_t si, uint32_t **tmp, size_t 
 	int64_t r;
 
 	*out = -1;
-	if (rp_grow((void **)tmp, cap, st.len ? st.len : 1, sizeof(**tmp)))
+	if (mp_array_reserve((void **)tmp, cap, st.len ? st.len : 1, sizeof(**tmp), 64))
 		return -ENOMEM;
 	for (uint32_t i = 0; i < st.len; i++) {
 		uint32_t fi = m->stack_frames[st.off + i];
@@ -449,8 +448,7 @@ int rp_model__analyze(struct rp_model *m)
 	int err = -ENOMEM;
 
 	rp_sites_free(m);
-	rp_intern__free(m->site_idx);
-	m->site_idx = rp_intern__new();
+	mp_hashmap__clear(&m->site_idx);
 	m->filtered_out = 0;
 	err = build_views(m);
 	if (err)
@@ -458,7 +456,7 @@ int rp_model__analyze(struct rp_model *m)
 	err = -ENOMEM;
 	m->stack_vals = calloc(m->nstacks ? m->nstacks : 1, sizeof(*m->stack_vals));
 	stack_site = malloc((m->nstacks ? m->nstacks : 1) * sizeof(*stack_site));
-	if (!m->site_idx || !m->stack_vals || !stack_site)
+	if (!m->stack_vals || !stack_site)
 		goto out;
 	for (size_t i = 0; i < m->nstacks; i++)
 		stack_site[i] = -1;

@@ -16,9 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report/intern.h"
-#include "report/model_int.h"
 #include "report/report.h"
+#include "userspace-lib/array.h"
 
 #define FG_WIDTH	1200.0
 #define FG_PAD		10.0
@@ -42,7 +41,7 @@ struct fg {
 	const struct rp_model *m;
 	struct fg_node *nodes;
 	size_t n, cap;
-	struct rp_u64map *child;	/* (parent << 24 | frame) -> node */
+	struct mp_hashmap child;	/* (parent << 24 | frame, 1) -> node */
 	uint32_t *canon;		/* frame -> first frame of the same function and file */
 	FILE *out;
 	double scale;		/* px per unit of value */
@@ -56,14 +55,14 @@ struct fg {
 static int64_t fg_child(struct fg *g, uint32_t parent, uint32_t frame)
 {
 	uint64_t key = (uint64_t)parent << 24 | frame;
+	const uint64_t *idx = mp_hashmap__find(&g->child, key, 1);
 	struct fg_node *nn;
-	uint32_t idx;
 
-	if (!rp_u64map__get(g->child, key, &idx))
-		return idx;
+	if (idx)
+		return (int64_t)*idx;
 	if (g->n >= FG_MAX_NODES)
 		return -E2BIG;
-	if (GROW(g->nodes, g->cap, g->n + 1))
+	if (MP_ARRAY_RESERVE(g->nodes, g->cap, g->n + 1, 1024))
 		return -ENOMEM;
 	nn = &g->nodes[g->n];
 	nn->frame = frame;
@@ -74,7 +73,7 @@ static int64_t fg_child(struct fg *g, uint32_t parent, uint32_t frame)
 	nn->value = nn->var = 0;
 	nn->base = nn->base_var = 0;
 	g->nodes[parent].first_child = (uint32_t)g->n;
-	if (rp_u64map__put(g->child, key, (uint32_t)g->n))
+	if (mp_hashmap__put(&g->child, key, 1, g->n))
 		return -ENOMEM;
 	return (int64_t)g->n++;
 }
@@ -85,12 +84,12 @@ struct canon_key {
 	char buf[32];
 };
 
-static bool canon_eq(const void *ctx, uint32_t idx)
+static bool canon_eq(const void *ctx, uint64_t idx)
 {
 	const struct canon_key *k = ctx;
 	char buf[32];
 
-	return !strcmp(rp_frame__name(k->m, idx, buf, sizeof(buf)), k->name) &&
+	return !strcmp(rp_frame__name(k->m, (uint32_t)idx, buf, sizeof(buf)), k->name) &&
 	       !strcmp(k->m->frames[idx].file, k->file);
 }
 
@@ -101,13 +100,11 @@ static bool canon_eq(const void *ctx, uint32_t idx)
 static int fg_canon(struct fg *g)
 {
 	const struct rp_model *m = g->m;
-	struct rp_intern *t = rp_intern__new();
+	struct mp_hashmap t = { 0 };
 
 	g->canon = malloc((m->nframes ? m->nframes : 1) * sizeof(*g->canon));
-	if (!t || !g->canon) {
-		rp_intern__free(t);
+	if (!g->canon)
 		return -ENOMEM;
-	}
 	for (size_t i = 0; i < m->nframes; i++) {
 		struct canon_key k = { .m = m, .file = m->frames[i].file };
 		uint64_t h;
@@ -115,17 +112,17 @@ static int fg_canon(struct fg *g)
 
 		k.name = rp_frame__name(m, (uint32_t)i, k.buf, sizeof(k.buf));
 		h = rp_hash_str(rp_hash_str(3, k.name), k.file);
-		idx = rp_intern__find(t, h, canon_eq, &k);
+		idx = rp_index_find(&t, h, canon_eq, &k);
 		if (idx < 0) {
-			if (rp_intern__add(t, h, (uint32_t)i)) {
-				rp_intern__free(t);
+			if (mp_hashmap__add_eq(&t, h, i)) {
+				mp_hashmap__clear(&t);
 				return -ENOMEM;
 			}
 			idx = (int64_t)i;
 		}
 		g->canon[i] = (uint32_t)idx;
 	}
-	rp_intern__free(t);
+	mp_hashmap__clear(&t);
 	return 0;
 }
 
@@ -305,31 +302,17 @@ static int fg_layout(struct fg *g)
 		     c = g->nodes[c].next_sibling) {
 			if (g->nodes[c].value * g->scale < FG_MIN_W)
 				continue;
-			if (nk == kcap) {
-				size_t ncap = kcap ? kcap * 2 : 64;
-				uint32_t *p = realloc(kids, ncap * sizeof(*p));
-
-				if (!p) {
-					err = -ENOMEM;
-					goto out;
-				}
-				kids = p;
-				kcap = ncap;
+			if (MP_ARRAY_RESERVE(kids, kcap, nk + 1, 64)) {
+				err = -ENOMEM;
+				goto out;
 			}
 			kids[nk++] = c;
 		}
 		if (nk > 1)
 			qsort_r(kids, nk, sizeof(*kids), cmp_child, g);
-		if (sp + nk > cap) {
-			size_t ncap = (sp + nk) * 2;
-			struct item *p = realloc(stack, ncap * sizeof(*p));
-
-			if (!p) {
-				err = -ENOMEM;
-				goto out;
-			}
-			stack = p;
-			cap = ncap;
+		if (MP_ARRAY_RESERVE(stack, cap, sp + nk, 64)) {
+			err = -ENOMEM;
+			goto out;
 		}
 		/* Push right to left so the leftmost child is drawn first. */
 		x = it.x;
@@ -566,9 +549,8 @@ int rp_write_flamegraph(const struct rp_model *m, const char *path)
 	size_t len = 0;
 	int err = 0;
 
-	g.child = rp_u64map__new();
 	g.nodes = calloc(1024, sizeof(*g.nodes));
-	if (!g.child || !g.nodes) {
+	if (!g.nodes) {
 		err = -ENOMEM;
 		goto out;
 	}
@@ -653,6 +635,6 @@ out:
 	free(buf);
 	free(g.nodes);
 	free(g.canon);
-	rp_u64map__free(g.child);
+	mp_hashmap__clear(&g.child);
 	return err;
 }

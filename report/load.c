@@ -10,7 +10,6 @@
 
 #include <memprof/trace.h>
 
-#include "report/intern.h"
 #include "report/report.h"
 #include "report/model_int.h"
 
@@ -22,26 +21,26 @@ struct loader {
 	struct rp_model *m;
 	struct memprof_reader *r;
 	struct rp_trace *t;
-	struct rp_u64map *codes;	/* location code -> index into code_ranges */
+	struct mp_hashmap codes;	/* (location code, 1) -> index into code_ranges */
 	struct { uint32_t off, len; } *code_ranges;
 	size_t ncode_ranges, cap_code_ranges;
 	uint32_t *code_frames;		/* frame ids of the codes' locations */
 	size_t ncode_frames, cap_code_frames;
 	uint32_t *tmp;			/* the stack being built */
 	size_t cap_tmp;
-	struct rp_u64map *ids;		/* object id -> block index */
+	struct mp_hashmap ids;		/* (object id, 1) -> block index */
 	const char *exe;
 };
 
 static int code_frames(struct loader *l, uint64_t code, uint32_t *range)
 {
 	const struct memprof_location *locs;
+	const uint64_t *idx = mp_hashmap__find(&l->codes, code, 1);
 	unsigned int nlocs = 0;
-	uint32_t idx;
 	int err;
 
-	if (!rp_u64map__get(l->codes, code, &idx)) {
-		*range = idx;
+	if (idx) {
+		*range = (uint32_t)*idx;
 		return 0;
 	}
 	if (l->ncode_ranges >= RP_MAX_CODES)
@@ -70,7 +69,7 @@ static int code_frames(struct loader *l, uint64_t code, uint32_t *range)
 	}
 	l->code_ranges[l->ncode_ranges].len =
 		(uint32_t)(l->ncode_frames - l->code_ranges[l->ncode_ranges].off);
-	err = rp_u64map__put(l->codes, code, (uint32_t)l->ncode_ranges);
+	err = mp_hashmap__put(&l->codes, code, 1, l->ncode_ranges);
 	if (err)
 		return err;
 	*range = (uint32_t)l->ncode_ranges++;
@@ -129,7 +128,7 @@ static int load_events(struct loader *l, char *err, size_t errlen)
 
 	while ((ret = memprof_reader__next(l->r, &ev)) > 0) {
 		struct rp_block *b;
-		uint32_t bi;
+		const uint64_t *bi;
 		int64_t st;
 
 		if (ev.time_us > t->end_us)
@@ -162,7 +161,7 @@ static int load_events(struct loader *l, char *err, size_t errlen)
 			b->nsamples = ev.nsamples;
 			b->stack = (uint32_t)st;
 			b->trace = (uint16_t)(t - m->traces);
-			ret = rp_u64map__put(l->ids, ev.id, (uint32_t)m->nblocks);
+			ret = mp_hashmap__put(&l->ids, ev.id, 1, m->nblocks);
 			if (ret)
 				return ret;
 			t->digest = rp_hash_mix(rp_hash_mix(rp_hash_mix(rp_hash_mix(t->digest,
@@ -173,14 +172,14 @@ static int load_events(struct loader *l, char *err, size_t errlen)
 			t->sum_length += ev.length;
 			break;
 		case MEMPROF_EV_COLLECT:
-			if (rp_u64map__get(l->ids, ev.id, &bi) ||
-			    m->blocks[bi].t_free != RP_NO_FREE) {
+			bi = mp_hashmap__find(&l->ids, ev.id, 1);
+			if (!bi || m->blocks[*bi].t_free != RP_NO_FREE) {
 				t->unmatched_collects++;
 				break;
 			}
-			m->blocks[bi].t_free = ev.time_us;
+			m->blocks[*bi].t_free = ev.time_us;
 			t->digest = rp_hash_mix(rp_hash_mix(t->digest, ev.time_us),
-						 bi - t->first_block);
+						 *bi - t->first_block);
 			t->collects++;
 			break;
 		case MEMPROF_EV_PROMOTE:
@@ -280,12 +279,6 @@ static int load_trace(struct rp_model *m, const char *path, bool base, char *err
 		goto out;
 	}
 	l.exe = t->executable;
-	l.codes = rp_u64map__new();
-	l.ids = rp_u64map__new();
-	if (!l.codes || !l.ids) {
-		ret = -ENOMEM;
-		goto out;
-	}
 	ret = load_events(&l, err, errlen);
 	t->warnings = memprof_reader__warnings(l.r);
 	if (!ret) {
@@ -308,8 +301,8 @@ out:
 	if (ret == -ENOMEM && !err[0])
 		snprintf(err, errlen, "out of memory");
 	memprof_reader__free(l.r);
-	rp_u64map__free(l.codes);
-	rp_u64map__free(l.ids);
+	mp_hashmap__clear(&l.codes);
+	mp_hashmap__clear(&l.ids);
 	free(l.code_ranges);
 	free(l.code_frames);
 	free(l.tmp);

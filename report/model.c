@@ -10,28 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "report/intern.h"
 #include "report/report.h"
 #include "report/model_int.h"
 #include "userspace-lib/codec/outfile.h"
-
-int rp_grow(void **arr, size_t *cap, size_t need, size_t size)
-{
-	size_t ncap;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap : 64;
-	while (ncap < need)
-		ncap *= 2;
-	p = realloc(*arr, ncap * size);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
 
 const char *rp_by_name(enum rp_by by)
 {
@@ -61,14 +42,6 @@ struct rp_model *rp_model__new(const struct rp_options *opts)
 		m->opts.points = RP_MAX_POINTS;
 	if (!m->opts.temp_us)
 		m->opts.temp_us = RP_TEMP_US;
-	m->frame_idx = rp_intern__new();
-	m->stack_idx = rp_intern__new();
-	m->site_idx = rp_intern__new();
-	if (!m->frame_idx || !m->stack_idx || !m->site_idx) {
-		rp_model__free(m);
-		errno = ENOMEM;
-		return NULL;
-	}
 	return m;
 }
 
@@ -125,9 +98,9 @@ void rp_model__free(struct rp_model *m)
 	free(m->blocks);
 	free(m->stack_frames);
 	free(m->stacks);
-	rp_intern__free(m->frame_idx);
-	rp_intern__free(m->stack_idx);
-	rp_intern__free(m->site_idx);
+	mp_hashmap__clear(&m->frame_idx);
+	mp_hashmap__clear(&m->stack_idx);
+	mp_hashmap__clear(&m->site_idx);
 	free(m);
 }
 
@@ -272,7 +245,7 @@ struct frame_key {
 	uint64_t code;
 };
 
-static bool frame_eq(const void *ctx, uint32_t idx)
+static bool frame_eq(const void *ctx, uint64_t idx)
 {
 	const struct frame_key *k = ctx;
 	const struct rp_frame *f = &k->m->frames[idx];
@@ -300,7 +273,7 @@ int64_t rp_frame_intern(struct rp_model *m, const char *func, const char *file, 
 	k.object = object;
 	h = rp_hash_str(rp_hash_str(rp_hash_str(rp_hash_mix(line, k.code), k.func), k.file),
 			object);
-	idx = rp_intern__find(m->frame_idx, h, frame_eq, &k);
+	idx = rp_index_find(&m->frame_idx, h, frame_eq, &k);
 	if (idx >= 0) {
 		free(object);
 		return idx;
@@ -327,7 +300,7 @@ int64_t rp_frame_intern(struct rp_model *m, const char *func, const char *file, 
 		free(object);
 		return -ENOMEM;
 	}
-	err = rp_intern__add(m->frame_idx, h, (uint32_t)m->nframes);
+	err = mp_hashmap__add_eq(&m->frame_idx, h, m->nframes);
 	if (err) {
 		free(f->func);
 		free(f->file);
@@ -359,7 +332,7 @@ struct stack_key {
 	uint32_t len;
 };
 
-static bool stack_eq(const void *ctx, uint32_t idx)
+static bool stack_eq(const void *ctx, uint64_t idx)
 {
 	const struct stack_key *k = ctx;
 	const struct rp_stack *s = &k->m->stacks[idx];
@@ -378,7 +351,7 @@ int64_t rp_stack_intern(struct rp_model *m, const uint32_t *frames, uint32_t len
 
 	for (uint32_t i = 0; i < len; i++)
 		h = rp_hash_mix(h, frames[i]);
-	idx = rp_intern__find(m->stack_idx, h, stack_eq, &k);
+	idx = rp_index_find(&m->stack_idx, h, stack_eq, &k);
 	if (idx >= 0)
 		return idx;
 	if (m->nstacks >= RP_MAX_STACKS || m->nstack_frames + len > UINT32_MAX)
@@ -394,7 +367,7 @@ int64_t rp_stack_intern(struct rp_model *m, const uint32_t *frames, uint32_t len
 	s->eff_len = len;
 	while (!m->opts.no_trim && s->eff_len > 1 && m->frames[frames[s->eff_len - 1]].allocator)
 		s->eff_len--;
-	err = rp_intern__add(m->stack_idx, h, (uint32_t)m->nstacks);
+	err = mp_hashmap__add_eq(&m->stack_idx, h, m->nstacks);
 	if (err)
 		return err;
 	return (int64_t)m->nstacks++;
@@ -409,7 +382,7 @@ struct site_key {
 	const char *key;
 };
 
-static bool site_eq(const void *ctx, uint32_t idx)
+static bool site_eq(const void *ctx, uint64_t idx)
 {
 	const struct site_key *k = ctx;
 
@@ -470,13 +443,13 @@ int64_t rp_site_intern(struct rp_model *m, uint32_t si)
 		return -ENOMEM;
 	k.key = name;
 	h = rp_hash_str(0, name);
-	idx = rp_intern__find(m->site_idx, h, site_eq, &k);
+	idx = rp_index_find(&m->site_idx, h, site_eq, &k);
 	if (idx >= 0) {
 		free(name);
 		return idx;
 	}
 	if (GROW(m->sites, m->cap_sites, m->nsites + 1) ||
-	    rp_intern__add(m->site_idx, h, (uint32_t)m->nsites)) {
+	    mp_hashmap__add_eq(&m->site_idx, h, m->nsites)) {
 		free(name);
 		return -ENOMEM;
 	}
@@ -492,33 +465,17 @@ int64_t rp_site_intern(struct rp_model *m, uint32_t si)
  * Small helpers shared by the outputs
  */
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 int rp_write_output(const char *path, const void *data, size_t len)
 {
 	struct mp_outfile o;
 	int err;
 
 	if (!strcmp(path, "-"))
-		return write_all(STDOUT_FILENO, data, len);
+		return mp_write_all(STDOUT_FILENO, data, len);
 	err = mp_outfile__open(&o, path, false, 0644);
 	if (err)
 		return err;
-	err = write_all(o.fd, data, len);
+	err = mp_write_all(o.fd, data, len);
 	if (!err && fsync(o.fd) && errno != EINVAL && errno != EROFS)
 		err = -errno;	/* a full disk may only say so here (not a FIFO, a device) */
 	if (close(o.fd) && !err)

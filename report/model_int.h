@@ -11,9 +11,10 @@
 
 #include "report/report.h"
 
-/* Grow *@arr (of *@cap elements of @size) to hold @need. Returns 0 or -ENOMEM. */
-int rp_grow(void **arr, size_t *cap, size_t need, size_t size);
-#define GROW(arr, cap, need) rp_grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+#include "userspace-lib/array.h"
+
+/* Grow the typed array @arr of capacity @cap to hold @need (from 64). 0 or -ENOMEM. */
+#define GROW(arr, cap, need) MP_ARRAY_RESERVE(arr, cap, need, 64)
 
 /* Free the sites and the views over them (rp_model__analyze() builds them again). */
 void rp_sites_free(struct rp_model *m);

@@ -12,9 +12,9 @@
 
 #include <zlib.h>
 
-#include "report/intern.h"
 #include "report/profile.pb-c.h"
 #include "report/report.h"
+#include "userspace-lib/array.h"
 
 typedef Perftools__Profiles__Profile Profile;
 typedef Perftools__Profiles__ValueType ValueType;
@@ -28,7 +28,7 @@ typedef Perftools__Profiles__Label Label;
 struct strtab {
 	char **s;
 	size_t n, cap;
-	struct rp_intern *idx;
+	struct mp_hashmap idx;	/* hash of a string -> its index */
 };
 
 struct str_key {
@@ -36,7 +36,7 @@ struct str_key {
 	const char *s;
 };
 
-static bool str_eq(const void *ctx, uint32_t idx)
+static bool str_eq(const void *ctx, uint64_t idx)
 {
 	const struct str_key *k = ctx;
 
@@ -48,21 +48,14 @@ static int64_t strtab_get(struct strtab *t, const char *s)
 {
 	struct str_key k = { t, s };
 	uint64_t h = rp_hash_str(7, s);
-	int64_t i = rp_intern__find(t->idx, h, str_eq, &k);
+	int64_t i = rp_index_find(&t->idx, h, str_eq, &k);
 
 	if (i >= 0)
 		return i;
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 256;
-		char **p = realloc(t->s, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		t->s = p;
-		t->cap = cap;
-	}
+	if (MP_ARRAY_RESERVE(t->s, t->cap, t->n + 1, 256))
+		return -ENOMEM;
 	t->s[t->n] = strdup(s);
-	if (!t->s[t->n] || rp_intern__add(t->idx, h, (uint32_t)t->n)) {
+	if (!t->s[t->n] || mp_hashmap__add_eq(&t->idx, h, t->n)) {
 		free(t->s[t->n]);
 		return -ENOMEM;
 	}
@@ -136,7 +129,7 @@ static void pp_free(struct pp *p)
 	for (size_t i = 0; i < p->st.n; i++)
 		free(p->st.s[i]);
 	free(p->st.s);
-	rp_intern__free(p->st.idx);
+	mp_hashmap__clear(&p->st.idx);
 	free(p->samples);
 	free(p->samplep);
 	free(p->loc_ids);
@@ -184,46 +177,44 @@ static int pp_functions(struct pp *p, const struct rp_model *m, Profile *prof)
 	/* Strings are interned: (name index, file index) keys a function, the object's index
 	 * a mapping. */
 	{
-		struct rp_u64map *fmap = rp_u64map__new(), *mmap_ = rp_u64map__new();
+		struct mp_hashmap fmap = { 0 }, mmap_ = { 0 };
 
-		if (!fmap || !mmap_) {
-			rp_u64map__free(fmap);
-			rp_u64map__free(mmap_);
-			goto nomem;
-		}
 		for (size_t i = 0; i < m->nframes; i++) {
 			const struct rp_frame *fr = &m->frames[i];
 			int64_t name = strtab_get(&p->st, rp_frame__name(m, (uint32_t)i, buf,
 									 sizeof(buf)));
 			int64_t file = strtab_get(&p->st, fr->file);
 			int64_t obj = strtab_get(&p->st, fr->object);
-			uint32_t idx;
+			uint64_t *idx;
+			bool found;
+			int e;
 
 			if (name < 0 || file < 0 || obj < 0 || name >= (1 << 30) || file >= (1 << 30))
 				goto nomem_maps;
-			if (rp_u64map__get(fmap, (uint64_t)name << 30 | (uint64_t)file, &idx)) {
-				idx = (uint32_t)nf;
+			idx = mp_hashmap__insert(&fmap, (uint64_t)name << 30 | (uint64_t)file, 1,
+						 &found, &e);
+			if (!idx)
+				goto nomem_maps;
+			if (!found) {
+				*idx = nf;
 				fn_name[nf] = name;
 				fn_file[nf] = file;
 				nf++;
-				if (rp_u64map__put(fmap, (uint64_t)name << 30 | (uint64_t)file, idx))
-					goto nomem_maps;
 			}
-			p->frame_func[i] = idx;
-			if (rp_u64map__get(mmap_, (uint64_t)obj, &idx)) {
-				idx = (uint32_t)nm;
-				map_name[nm++] = obj;
-				if (rp_u64map__put(mmap_, (uint64_t)obj, idx))
-					goto nomem_maps;
-			}
-			p->frame_map[i] = idx;
+			p->frame_func[i] = (uint32_t)*idx;
+			idx = mp_hashmap__insert(&mmap_, (uint64_t)obj, 1, &found, &e);
+			if (!idx)
+				goto nomem_maps;
+			if (!found)
+				*idx = nm, map_name[nm++] = obj;
+			p->frame_map[i] = (uint32_t)*idx;
 		}
-		rp_u64map__free(fmap);
-		rp_u64map__free(mmap_);
+		mp_hashmap__clear(&fmap);
+		mp_hashmap__clear(&mmap_);
 		goto built;
 nomem_maps:
-		rp_u64map__free(fmap);
-		rp_u64map__free(mmap_);
+		mp_hashmap__clear(&fmap);
+		mp_hashmap__clear(&mmap_);
 		goto nomem;
 	}
 built:
@@ -381,9 +372,6 @@ int rp_write_pprof(const struct rp_model *m, const char *path)
 	char *comment = NULL;
 	int err;
 
-	p.st.idx = rp_intern__new();
-	if (!p.st.idx)
-		goto nomem;
 	STR(&p, "");
 	for (int i = 0; i < 4; i++) {
 		perftools__profiles__value_type__init(&p.vt[i]);

@@ -25,6 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+
+#include "userspace-lib/hashmap.h"
 
 #include "userspace-lib/units.h"	/* mp_fmt_bytes(), mp_parse_duration() */
 
@@ -168,9 +171,9 @@ struct rp_model {
 	size_t nstack_frames, cap_stack_frames;
 	struct rp_stack *stacks;
 	size_t nstacks, cap_stacks;
-	struct rp_intern *frame_idx;	/* private lookup tables */
-	struct rp_intern *stack_idx;
-	struct rp_intern *site_idx;
+	struct mp_hashmap frame_idx;	/* private lookup tables: hash -> index */
+	struct mp_hashmap stack_idx;
+	struct mp_hashmap site_idx;
 	size_t nduplicates;		/* traces given again and counted once */
 	uint64_t t0_us;			/* the time axis' origin: the earliest trace's start */
 	uint64_t base_t0_us;		/* the same for the base traces */
@@ -270,5 +273,26 @@ const char *rp_by_name(enum rp_by by);
  * or -errno.
  */
 int rp_write_output(const char *path, const void *data, size_t len);
+
+/* The index stored in @m for the key @eq recognises (see userspace-lib/hashmap.h), or -1. */
+static inline int64_t rp_index_find(const struct mp_hashmap *m, uint64_t hash,
+				    mp_hashmap_eq_fn eq, const void *ctx)
+{
+	const uint64_t *v = mp_hashmap__find_eq(m, hash, eq, ctx);
+
+	return v ? (int64_t)*v : -1;
+}
+
+/* Hashes of the interned frames, stacks and strings. */
+static inline uint64_t rp_hash_mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+	return h * 0xff51afd7ed558ccdull;
+}
+
+static inline uint64_t rp_hash_str(uint64_t h, const char *s)
+{
+	return rp_hash_mix(mp_hash_bytes(h, s, strlen(s)), 0xff);
+}
 
 #endif

@@ -1,5 +1,5 @@
 # libmemprof: the memtrace trace codec (userspace-lib/), its tests, fuzz target and benchmark.
-LIB_SRCS	:= $(wildcard userspace-lib/codec/*.c userspace-lib/client/*.c)
+LIB_SRCS	:= $(wildcard userspace-lib/codec/*.c userspace-lib/client/*.c) userspace-lib/hashmap.c
 LIB_OBJS	:= $(LIB_SRCS:%.c=$(B)/%.o)
 LIB_HDRS	:= $(wildcard userspace-lib/include/memprof/*.h)
 LIB_SONAME	:= libmemprof.so.0
@@ -67,6 +67,13 @@ $(B)/tests/unit/test_outfile: $(B)/tests/unit/test_outfile.o $(B)/lib/libmemprof
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(B)/lib/libmemprof.a $(LIB_LIBS)
 
 UNIT_TESTS += $(B)/tests/unit/test_outfile
+
+# The hash map of the codec, the symbolizer and the report model.
+$(B)/tests/unit/test_hashmap: $(B)/tests/unit/test_hashmap.o $(B)/userspace-lib/hashmap.o
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
+
+UNIT_TESTS += $(B)/tests/unit/test_hashmap
 
 # The client reads memprofd's protocol by name (a peer of its own serves it).
 $(B)/tests/unit/test_client_protocol: $(B)/tests/unit/test_client_protocol.o \

@@ -113,7 +113,10 @@ void mp_htab__fini(struct mp_htab *h)
  * under 1/8 (slot arrays of 64 KiB and more are mmap'ed, so that memory goes back). Deletion
  * shifts the following slots back (no tombstones). A slot names its owner and its thread by
  * small indexes into per-process tables (owner_ix, thread_ix), so a live block costs its slot
- * and nothing else: no per-block allocation, no list pointers.
+ * and nothing else: no per-block allocation, no list pointers. This is why the table is its
+ * own and not userspace-lib/hashmap (a key and one word of value per slot, never shrunk): a
+ * block would need storage beside its slot, and with a million sampled blocks the bytes per
+ * block and the memory given back are what the daemon's footprint is made of.
  *
  * Threads: a thread record (tid, entry count) per thread with entries, found by tid through a
  * small hash of 16-bit indexes. A thread's exit is O(1): its record is marked exited and its

@@ -17,7 +17,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* ---- A small intrusive chained hash table on 64-bit keys (grows by doubling). ---- */
+/*
+ * ---- A small intrusive chained hash table on 64-bit keys (grows by doubling). ----
+ * Not userspace-lib/hashmap on purpose: the node lives in the process record, so an insertion
+ * allocates nothing once the buckets exist (a failed growth only lengthens the chains, it never
+ * loses a process), and removal takes the record itself.
+ */
 struct mp_hnode {
 	uint64_t key;
 	struct mp_hnode *next;

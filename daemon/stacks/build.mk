@@ -1,7 +1,10 @@
-# Stacks and symbols: the symbolizer (daemon/stacks/symbolize.c) and the DWARF unwinder of copied
-# stacks (daemon/stacks/unwind.c). Included from daemon/build.mk; the engine links
-# $(SYMBOLIZE_OBJS) with $(SYMBOLIZE_LIBS). libstdc++ provides __cxa_demangle.
-SYMBOLIZE_OBJS	:= $(B)/daemon/stacks/symbolize.o $(B)/daemon/stacks/unwind.o $(B)/daemon/probe/target_open.o
+# Stacks and symbols: the symbolizer (daemon/stacks/symbolize.c with objects.c, lookup.c and
+# procmaps.c) and the DWARF unwinder of copied stacks (daemon/stacks/unwind.c). Included from
+# daemon/build.mk; the engine links $(SYMBOLIZE_OBJS) with $(SYMBOLIZE_LIBS). libstdc++ provides
+# __cxa_demangle.
+SYMBOLIZE_SRCS	:= symbolize.c objects.c lookup.c procmaps.c unwind.c
+SYMBOLIZE_OBJS	:= $(SYMBOLIZE_SRCS:%.c=$(B)/daemon/stacks/%.o) $(B)/daemon/probe/target_open.o \
+		   $(B)/userspace-lib/hashmap.o
 SYMBOLIZE_LIBS	:= $(call pkglibs,libdw) $(call pkglibs,libelf) $(call pkglibs,zlib) -lstdc++
 
 # Unit tests. Helper objects are built with the default -O2 -g so that inlining and CFI are
@@ -44,9 +47,9 @@ $(B)/tests/unit/test_unwind: $(UNWIND_TEST_OBJS) $(SYMBOLIZE_OBJS)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SYMBOLIZE_LIBS)
 
-# Includes daemon/stacks/symbolize.c to reach its internal tables.
+# Includes the symbolizer's sources to reach its internal tables.
 $(B)/tests/unit/test_symbolize_tables: $(B)/tests/unit/test_symbolize_tables.o \
-				       $(B)/daemon/probe/target_open.o
+				       $(B)/daemon/probe/target_open.o $(B)/userspace-lib/hashmap.o
 	$(call msg,LINK,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(SYMBOLIZE_LIBS)

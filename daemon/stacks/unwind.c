@@ -25,6 +25,7 @@
 #include <gelf.h>
 #include <libelf.h>
 
+#include "daemon/stacks/lru.h"
 #include "daemon/stacks/unwind.h"
 
 /* x86_64 DWARF register numbers */
@@ -37,7 +38,7 @@ struct session {
 	Dwfl *dwfl;			/* NULL: no object could be reported, frame pointers only */
 	uint64_t generation;		/* of the symbolizer's snapshot it was built from */
 	struct mp_unwinder *u;
-	struct session *prev, *next;	/* LRU, most recent first */
+	struct lru_node lru;		/* in mp_unwinder.sessions */
 };
 
 /* The unwind in progress. */
@@ -70,38 +71,15 @@ struct mp_unwinder {
 	struct mp_unwinder_opts opts;
 	Dwfl_Callbacks cbs;
 	char *debuginfo_path;
-	struct session *head, *tail;
+	struct lru_list sessions;	/* most recently used first */
 	unsigned int nsessions;
 	struct request *req;
 	struct mp_unwinder_stats st;
 };
 
-static void lru_unlink(struct mp_unwinder *u, struct session *se)
-{
-	if (se->prev)
-		se->prev->next = se->next;
-	else
-		u->head = se->next;
-	if (se->next)
-		se->next->prev = se->prev;
-	else
-		u->tail = se->prev;
-	se->prev = se->next = NULL;
-}
-
-static void lru_push(struct mp_unwinder *u, struct session *se)
-{
-	se->next = u->head;
-	if (u->head)
-		u->head->prev = se;
-	u->head = se;
-	if (!u->tail)
-		u->tail = se;
-}
-
 static void session_free(struct mp_unwinder *u, struct session *se)
 {
-	lru_unlink(u, se);
+	lru_unlink(&u->sessions, &se->lru);
 	if (se->dwfl)
 		dwfl_end(se->dwfl);
 	free(se);
@@ -255,14 +233,12 @@ static struct session *session_get(struct mp_unwinder *u, pid_t pid, int *err)
 	struct session *se;
 	uint64_t gen;
 
-	for (se = u->head; se; se = se->next)
+	for (se = lru_entry(u->sessions.head, struct session); se;
+	     se = lru_entry(se->lru.next, struct session))
 		if (se->pid == pid)
 			break;
 	if (se) {
-		if (u->head != se) {
-			lru_unlink(u, se);
-			lru_push(u, se);
-		}
+		lru_touch(&u->sessions, &se->lru);
 		gen = mp_symbolizer__generation(u->s, pid);
 		if (gen && gen != se->generation) {
 			*err = session_build(u, se);
@@ -280,15 +256,15 @@ static struct session *session_get(struct mp_unwinder *u, pid_t pid, int *err)
 	}
 	se->pid = pid;
 	se->u = u;
-	lru_push(u, se);
+	lru_push(&u->sessions, &se->lru);
 	u->nsessions++;
 	*err = session_build(u, se);
 	if (*err) {
 		session_free(u, se);
 		return NULL;
 	}
-	while (u->nsessions > u->opts.max_sessions && u->tail != se) {
-		session_free(u, u->tail);
+	while (u->nsessions > u->opts.max_sessions && u->sessions.tail != &se->lru) {
+		session_free(u, lru_entry(u->sessions.tail, struct session));
 		u->st.sessions_evicted++;
 	}
 	return se;
@@ -549,7 +525,8 @@ void mp_unwinder__forget(struct mp_unwinder *u, pid_t pid)
 
 	if (!u)
 		return;
-	for (se = u->head; se; se = se->next) {
+	for (se = lru_entry(u->sessions.head, struct session); se;
+	     se = lru_entry(se->lru.next, struct session)) {
 		if (se->pid == pid) {
 			session_free(u, se);
 			return;
@@ -591,8 +568,8 @@ void mp_unwinder__free(struct mp_unwinder *u)
 {
 	if (!u)
 		return;
-	while (u->head)
-		session_free(u, u->head);
+	while (u->sessions.head)
+		session_free(u, lru_entry(u->sessions.head, struct session));
 	if (u->judged) {
 		judge_clear(u);
 		free(u->judged);

@@ -1,45 +1,12 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* The symbolizer's internal tables, reached by including its source: the open-addressing map
- * (with backward-shift deletion) against a reference array, string interning, and the mapping of
- * file offsets to ELF addresses through PT_LOADs, the per-CU function index. */
+/* The symbolizer's internal tables, reached by including its sources: string interning, the
+ * mapping of file offsets to ELF addresses through PT_LOADs, the per-CU function index. */
 #include "daemon/stacks/symbolize.c"
+#include "daemon/stacks/objects.c"
+#include "daemon/stacks/lookup.c"
+#include "daemon/stacks/procmaps.c"
 
 #include "tests/unit/test.h"
-
-static void test_hmap(void)
-{
-	static void *ref[4096];
-	struct hmap m = { 0 };
-	uint64_t x = 88172645463325252ULL;
-	size_t n = 0;
-
-	for (int it = 0; it < 500000; it++) {
-		uint64_t k, op;
-
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;	/* xorshift64 */
-		k = x % 4096;
-		op = (x >> 20) % 3;
-		if (op == 0) {
-			void *v = (void *)(uintptr_t)((x >> 32) | 1);
-
-			if (!ASSERT_OK(hmap_put(&m, k + 1, k * 7, v), "put"))
-				break;
-			ref[k] = v;
-		} else if (op == 1) {
-			hmap_del(&m, k + 1, k * 7);
-			ref[k] = NULL;
-		} else if (!ASSERT_TRUE(hmap_get(&m, k + 1, k * 7) == ref[k], "get = reference")) {
-			break;
-		}
-	}
-	for (int i = 0; i < 4096; i++) {
-		n += ref[i] != NULL;
-		if (!ASSERT_TRUE(hmap_get(&m, (uint64_t)i + 1, (uint64_t)i * 7) == ref[i], "final"))
-			break;
-	}
-	ASSERT_EQ(m.len, n, "length");
-	hmap_clear(&m);
-}
 
 static void test_intern(void)
 {
@@ -49,18 +16,19 @@ static void test_intern(void)
 
 	if (!ASSERT_TRUE(s, "new"))
 		return;
-	a = intern(s, "malloc");
+	a = sym_intern(s, "malloc");
 	b = intern_n(s, "mallocX", 6);
-	c = internf(s, "%s", "malloc");
+	c = sym_internf(s, "%s", "malloc");
 	ASSERT_TRUE(a && a == b && b == c, "same string, same pointer");
-	ASSERT_STREQ(intern_symbol(s, "_ZN2ns5Class6methodEi"), "ns::Class::method(int)",
+	ASSERT_STREQ(sym_intern_symbol(s, "_ZN2ns5Class6methodEi"), "ns::Class::method(int)",
 		     "demangled");
-	ASSERT_STREQ(intern_symbol(s, "_Znot_mangled"), "_Znot_mangled", "kept when not mangled");
+	ASSERT_STREQ(sym_intern_symbol(s, "_Znot_mangled"), "_Znot_mangled",
+		     "kept when not mangled");
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = 0;
-	d = intern(s, big);	/* larger than a quarter chunk: allocated on its own */
+	d = sym_intern(s, big);	/* larger than a quarter chunk: allocated on its own */
 	ASSERT_TRUE(d && strlen(d) == sizeof(big) - 1, "big string");
-	ASSERT_TRUE(intern(s, "malloc") == a, "still interned after a big one");
+	ASSERT_TRUE(sym_intern(s, "malloc") == a, "still interned after a big one");
 	mp_symbolizer__free(s);
 }
 
@@ -76,11 +44,11 @@ static void test_segments(void)
 	uint64_t v = 0;
 
 	/* the page at 0x1000 holds the end of r-- and the start of r-x: code wins */
-	ASSERT_TRUE(module_vaddr(&m, 0x1050, &v) && v == 0x2050, "code offset");
-	ASSERT_TRUE(module_seg(&m, 0x1000, 0x2000) == &segs[1], "mapping of the shared page");
-	ASSERT_TRUE(module_vaddr(&m, 0x10, &v) && v == 0x10, "header offset");
-	ASSERT_TRUE(module_vaddr(&m, 0x4050, &v) && v == 0x6050, "data offset");
-	ASSERT_TRUE(!module_vaddr(&m, 0x9000, &v), "past the file");
+	ASSERT_TRUE(sym_module_vaddr(&m, 0x1050, &v) && v == 0x2050, "code offset");
+	ASSERT_TRUE(sym_module_seg(&m, 0x1000, 0x2000) == &segs[1], "mapping of the shared page");
+	ASSERT_TRUE(sym_module_vaddr(&m, 0x10, &v) && v == 0x10, "header offset");
+	ASSERT_TRUE(sym_module_vaddr(&m, 0x4050, &v) && v == 0x6050, "data offset");
+	ASSERT_TRUE(!sym_module_vaddr(&m, 0x9000, &v), "past the file");
 }
 
 /*
@@ -104,7 +72,8 @@ static void test_scopes_differential(void)
 	p = hmap_get(&s->procs, (uint64_t)getpid() + 1, 0);
 	pm = p ? proc_find(p, probe) : NULL;
 	m = pm ? pm->mod : NULL;
-	if (!ASSERT_TRUE(m && !module_load(s, m) && module_vaddr(m, pm->pgoff, &v0), "module"))
+	if (!ASSERT_TRUE(m && !sym_module_load(s, m) && sym_module_vaddr(m, pm->pgoff, &v0),
+			 "module"))
 		goto out;
 	for (v = v0; v < v0 + (pm->end - pm->start); v += 3) {
 		Dwarf_Die f1[MP_MAX_INLINE_DEPTH], f2[MP_MAX_INLINE_DEPTH], *cu;
@@ -136,7 +105,6 @@ out:
 
 int main(void)
 {
-	RUN(test_hmap);
 	RUN(test_intern);
 	RUN(test_segments);
 	RUN(test_scopes_differential);

@@ -12,6 +12,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "userspace-lib/array.h"
+#include "userspace-lib/hashmap.h"
+
 #define MP_CTF_MAGIC		0xC1FC1FC1u
 #define MP_ZSTD_MAGIC		0xFD2FB528u
 #define MP_PACKET_MAX		32768u		/* readers' packet buffer */
@@ -146,35 +149,5 @@ struct mp_mtf {
 void mtc_mtf__free(struct mp_mtf *t);
 /* Move entry @i of an array of @elem-byte entries to the front. */
 void mtc_mtf_to_front(void *arr, size_t elem, unsigned int i);
-
-/* 64-bit mixing hash (splitmix64 finaliser). */
-static inline uint64_t mp_hash64(uint64_t x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
-}
-
-/*
- * Open-addressing hash map u64 -> u64 (key 0 is reserved as "empty"; callers map their key
- * space accordingly). Load factor <= 1/2. @limit caps the number of entries (-ENOSPC).
- */
-struct mtc_map {
-	uint64_t *keys;
-	uint64_t *vals;
-	size_t cap;		/* power of two, 0 when empty */
-	size_t n;
-	size_t limit;
-};
-
-uint64_t *mtc_map__find(const struct mtc_map *m, uint64_t key);
-/* Insert or find @key; *@found tells which. Returns the value slot or NULL (-ENOMEM/-ENOSPC in
- * *@err). */
-uint64_t *mtc_map__insert(struct mtc_map *m, uint64_t key, bool *found, int *err);
-int mtc_map__remove(struct mtc_map *m, uint64_t key);
-void mtc_map__free(struct mtc_map *m);
 
 #endif

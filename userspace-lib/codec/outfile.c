@@ -177,3 +177,21 @@ void mp_outfile__done(struct mp_outfile *o)
 	free(o->created);
 	o->created = NULL;
 }
+
+int mp_write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n) {
+		ssize_t r = write(fd, c, n);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		c += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}

@@ -54,4 +54,7 @@ int mp_outfile__check_path(const char *path, char *err, size_t err_len);
 /* Forget the names without removing anything (o->fd is left to the caller). */
 void mp_outfile__done(struct mp_outfile *o);
 
+/* Write all @n bytes at @p to @fd, again after a signal or a short write. Returns 0 or -errno. */
+int mp_write_all(int fd, const void *p, size_t n);
+
 #endif

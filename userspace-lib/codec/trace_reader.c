@@ -83,11 +83,11 @@ struct memprof_reader {
 	struct domain *doms[MP_MAX_DOMAINS];
 	unsigned int ndoms;
 
-	struct mtc_map locs;		/* code -> struct loc_def *, code 0 in loc0 */
+	struct mp_hashmap locs;		/* code -> struct loc_def *, code 0 in loc0 */
 	struct loc_def *loc0;
 	bool has_loc0;
 	size_t loc_bytes;
-	struct mtc_map live;		/* strict: id + 1 of allocated, uncollected objects */
+	struct mp_hashmap live;		/* strict: id + 1 of allocated, uncollected objects */
 
 	uint8_t pkt[MP_HDR_V3 + MP_PACKET_MAX];
 };
@@ -247,7 +247,7 @@ static struct loc_def *find_def(const struct memprof_reader *r, uint64_t code)
 
 	if (!code)
 		return r->has_loc0 ? r->loc0 : NULL;
-	v = mtc_map__find(&r->locs, code);
+	v = mp_hashmap__find(&r->locs, code, 0);
 	return v ? (struct loc_def *)(uintptr_t)*v : NULL;
 }
 
@@ -289,7 +289,7 @@ static struct loc_def *store_def(struct memprof_reader *r, uint64_t code, uint64
 		return NULL;
 	}
 	if (code) {
-		slot = mtc_map__insert(&r->locs, code, &found, &err);
+		slot = mp_hashmap__insert(&r->locs, code, 0, &found, &err);
 		if (!slot) {
 			fail(r, off, "%s", err == -ENOSPC ? "too many location codes (limit)"
 							  : "out of memory");
@@ -299,7 +299,7 @@ static struct loc_def *store_def(struct memprof_reader *r, uint64_t code, uint64
 	d = malloc(sz);
 	if (!d) {
 		if (code)
-			mtc_map__remove(&r->locs, code);
+			mp_hashmap__remove(&r->locs, code, 0);
 		fail(r, off, "out of memory");
 		return NULL;
 	}
@@ -340,39 +340,43 @@ static bool need(struct memprof_reader *r, size_t n, const char *what)
 	return false;
 }
 
+/* The next @n bytes of the packet, consumed; or NULL, failed naming @what. */
+static const uint8_t *take(struct memprof_reader *r, size_t n, const char *what)
+{
+	const uint8_t *p = r->pkt + r->pos;
+
+	if (!need(r, n, what))
+		return NULL;
+	r->pos += n;
+	return p;
+}
+
 static bool get8(struct memprof_reader *r, uint8_t *v, const char *what)
 {
-	if (!need(r, 1, what))
-		return false;
-	*v = r->pkt[r->pos++];
-	return true;
+	const uint8_t *p = take(r, 1, what);
+
+	return p && (*v = *p, true);
 }
 
 static bool get16(struct memprof_reader *r, uint16_t *v, const char *what)
 {
-	if (!need(r, 2, what))
-		return false;
-	*v = mp_get16(r->pkt + r->pos);
-	r->pos += 2;
-	return true;
+	const uint8_t *p = take(r, 2, what);
+
+	return p && (*v = mp_get16(p), true);
 }
 
 static bool get32(struct memprof_reader *r, uint32_t *v, const char *what)
 {
-	if (!need(r, 4, what))
-		return false;
-	*v = mp_get32(r->pkt + r->pos);
-	r->pos += 4;
-	return true;
+	const uint8_t *p = take(r, 4, what);
+
+	return p && (*v = mp_get32(p), true);
 }
 
 static bool get64(struct memprof_reader *r, uint64_t *v, const char *what)
 {
-	if (!need(r, 8, what))
-		return false;
-	*v = mp_get64(r->pkt + r->pos);
-	r->pos += 8;
-	return true;
+	const uint8_t *p = take(r, 8, what);
+
+	return p && (*v = mp_get64(p), true);
 }
 
 /* As upstream: FD is unsigned 16-bit, FE a signed int32, FF 64 bits kept to 63 (signed). */
@@ -418,6 +422,20 @@ static bool getstr(struct memprof_reader *r, const char **s, const char *what)
 	*s = (const char *)r->pkt + r->pos;
 	r->pos = (size_t)(nul - r->pkt) + 1;
 	return true;
+}
+
+/* A copy of the next string of the packet; or NULL, failed (at @off when out of memory). */
+static char *getstr_dup(struct memprof_reader *r, const char *what, uint64_t off)
+{
+	const char *s;
+	char *copy;
+
+	if (!getstr(r, &s, what))
+		return NULL;
+	copy = strdup(s);
+	if (!copy)
+		fail(r, off, "out of memory");
+	return copy;
 }
 
 /* ---- packets ------------------------------------------------------------------------------ */
@@ -738,7 +756,6 @@ static int read_location(struct memprof_reader *r, struct memprof_event *ev, uin
 		uint64_t v;
 		unsigned int fc, dc;
 		struct mp_mtf_defs *defs;
-		const char *s;
 
 		if (!get32(r, &lo, "location") || !get16(r, &hi, "location"))
 			return r->err;
@@ -749,13 +766,10 @@ static int read_location(struct memprof_reader *r, struct memprof_event *ev, uin
 		fc = (v >> 38) & 31;
 		dc = (v >> 43) & 31;
 		if (fc == MP_MTF_NEW) {
-			char *name;
+			char *name = getstr_dup(r, "filename", off);
 
-			if (!getstr(r, &s, "filename"))
-				return r->err;
-			name = strdup(s);
 			if (!name)
-				return fail(r, off, "out of memory");
+				return r->err;
 			if (mtf->n == MP_MTF_SLOTS) {
 				/*
 				 * As upstream's reader: the new file inherits the defname table of
@@ -784,13 +798,10 @@ static int read_location(struct memprof_reader *r, struct memprof_event *ev, uin
 		}
 		defs = mtf->f[0].defs;
 		if (dc == MP_MTF_NEW) {
-			char *name;
+			char *name = getstr_dup(r, "defname", off);
 
-			if (!getstr(r, &s, "defname"))
-				return r->err;
-			name = strdup(s);
 			if (!name)
-				return fail(r, off, "out of memory");
+				return r->err;
 			if (defs->n == MP_MTF_SLOTS)
 				free(defs->s[--defs->n]);
 			memmove(&defs->s[1], &defs->s[0], defs->n * sizeof(defs->s[0]));
@@ -873,18 +884,8 @@ static int read_backtrace(struct memprof_reader *r, int64_t pfx, unsigned int nc
 		if (len + 1 + k > MP_READER_MAX_FRAMES)
 			return fail(r, off, "backtrace longer than %u frames (limit)",
 				    MP_READER_MAX_FRAMES);
-		if (len + 1 + k > d->bt_cap) {
-			size_t cap = d->bt_cap ? d->bt_cap * 2 : 256;
-			uint64_t *nb;
-
-			while (cap < len + 1 + k)
-				cap *= 2;
-			nb = realloc(d->bt, cap * sizeof(*nb));
-			if (!nb)
-				return fail(r, off, "out of memory");
-			d->bt = nb;
-			d->bt_cap = cap;
-		}
+		if (MP_ARRAY_RESERVE(d->bt, d->bt_cap, len + 1 + k, 256))
+			return fail(r, off, "out of memory");
 		if (!check_defined(r, d->loc[b], cur_off(r)))
 			return r->err;
 		d->bt[len++] = d->loc[b];
@@ -952,7 +953,7 @@ static int read_alloc(struct memprof_reader *r, unsigned int code, uint64_t off,
 
 		if (id + 1 == 0)
 			return fail(r, off, "object id %" PRIu64 " out of range (strict)", id);
-		slot = mtc_map__insert(&r->live, id + 1, &found, &err);
+		slot = mp_hashmap__insert(&r->live, id + 1, 0, &found, &err);
 
 		if (!slot)
 			return fail(r, off, "%s", err == -ENOSPC ? "too many live objects (limit)"
@@ -985,11 +986,11 @@ static int read_id_event(struct memprof_reader *r, unsigned int code, uint64_t o
 			    delta, r->pkt_version);
 	id = r->running_id - 1 - (uint64_t)delta;
 	if (r->strict) {
-		if (!mtc_map__find(&r->live, id + 1))
+		if (!mp_hashmap__find(&r->live, id + 1, 0))
 			return fail(r, off, "%s of unknown or already collected object id %" PRIu64
 				    " (strict)", promote ? "promote" : "collect", id);
 		if (!promote)
-			mtc_map__remove(&r->live, id + 1);
+			mp_hashmap__remove(&r->live, id + 1, 0);
 	}
 	ev->type = promote ? MEMPROF_EV_PROMOTE : MEMPROF_EV_COLLECT;
 	ev->id = id;
@@ -1117,11 +1118,11 @@ void memprof_reader__free(struct memprof_reader *r)
 		free(r->doms[i]);
 	}
 	for (size_t i = 0; i < r->locs.cap; i++)
-		if (r->locs.keys[i])
-			free((void *)(uintptr_t)r->locs.vals[i]);
+		if (r->locs.slots[i].k1)
+			free((void *)(uintptr_t)r->locs.slots[i].val);
 	free(r->loc0);
-	mtc_map__free(&r->locs);
-	mtc_map__free(&r->live);
+	mp_hashmap__clear(&r->locs);
+	mp_hashmap__clear(&r->live);
 	ZSTD_freeDCtx(r->zd);
 	free(r->zin);
 	free(r->info_strs);

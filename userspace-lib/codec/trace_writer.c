@@ -20,6 +20,7 @@
 #include <memprof/trace.h>
 
 #include "userspace-lib/codec/codec.h"
+#include "userspace-lib/codec/outfile.h"
 #include "userspace-lib/codec/writer_async.h"
 
 #define MP_MAX_FRAMES		3000u		/* frames kept per backtrace (innermost) */
@@ -103,7 +104,7 @@ struct memprof_writer {
 	size_t prev_len, prev_cap;
 
 	/* locations */
-	struct mtc_map defined;		/* code -> fingerprint of its definition */
+	struct mp_hashmap defined;	/* code -> fingerprint of its definition */
 	struct mp_mtf mtf;
 
 	ZSTD_CCtx *zc;
@@ -125,22 +126,6 @@ static uint64_t realtime_us(void)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
-static int write_fd(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t r = write(fd, p, n);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
 }
 
 /* Queue @n bytes (or, with @truncate >= 0, a cut of the file) for the writer's thread. */
@@ -189,7 +174,7 @@ static int wq_put(struct mp_wq *q, const uint8_t *p, size_t n, off_t truncate)
 
 static int write_all(struct memprof_writer *w, const uint8_t *p, size_t n)
 {
-	int err = w->q ? wq_put(w->q, p, n, -1) : write_fd(w->fd, p, n);
+	int err = w->q ? wq_put(w->q, p, n, -1) : mp_write_all(w->fd, p, n);
 
 	if (!err)
 		w->bytes += n;
@@ -235,7 +220,7 @@ static void *wq_thread(void *arg)
 					      lseek(w->fd, c->truncate, SEEK_SET) < 0))
 			err = -errno;
 		else if (c->truncate < 0)
-			err = write_fd(w->fd, c->data, c->len);
+			err = mp_write_all(w->fd, c->data, c->len);
 		if (err)
 			wq_fail(q, err);
 
@@ -430,7 +415,7 @@ static void free_writer(struct memprof_writer *w)
 	free(w->zbuf);
 	free(w->prev);
 	free(w->patch);
-	mtc_map__free(&w->defined);
+	mp_hashmap__clear(&w->defined);
 	mtc_mtf__free(&w->mtf);
 	free(w);
 }
@@ -630,7 +615,7 @@ int mp_writer__reset(struct memprof_writer *w, const struct memprof_trace_info *
 		return -EINVAL;
 	if (writer_err(w))
 		return w->err;
-	if (w->next_id || w->defined.n || w->len)
+	if (w->next_id || w->defined.len || w->len)
 		return -EBUSY;
 	if (w->base < 0 || !w->regular)
 		return -ENOTSUP;
@@ -709,15 +694,6 @@ int mp_writer__output_error(struct memprof_writer *w, uint64_t *since_us, uint64
 
 /* ---- locations ---------------------------------------------------------------------------- */
 
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
-{
-	const uint8_t *s = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ s[i]) * 0x100000001b3ull;
-	return h;
-}
-
 static uint32_t clampu(uint32_t v, uint32_t max)
 {
 	return v > max ? max : v;
@@ -726,9 +702,9 @@ static uint32_t clampu(uint32_t v, uint32_t max)
 /* A fingerprint of a definition as it is written (clamped, truncated): equal iff identical. */
 static uint64_t loc_fingerprint(const struct memprof_location *locs, unsigned int nlocs)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = MP_HASH_SEED;
 
-	h = hash_bytes(h, &nlocs, sizeof(nlocs));
+	h = mp_hash_bytes(h, &nlocs, sizeof(nlocs));
 	for (unsigned int i = 0; i < nlocs; i++) {
 		const struct memprof_location *l = &locs[i];
 		uint64_t v = mp_loc_pack(clampu(l->line, MP_LINE_MAX),
@@ -737,9 +713,9 @@ static uint64_t loc_fingerprint(const struct memprof_location *locs, unsigned in
 		const char *f = l->filename ? l->filename : "";
 		const char *d = l->defname ? l->defname : "";
 
-		h = hash_bytes(h, &v, sizeof(v));
-		h = hash_bytes(h, f, bounded_len(f) + 1);
-		h = hash_bytes(h, d, bounded_len(d) + 1);
+		h = mp_hash_bytes(h, &v, sizeof(v));
+		h = mp_hash_bytes(h, f, bounded_len(f) + 1);
+		h = mp_hash_bytes(h, d, bounded_len(d) + 1);
 	}
 	return mp_hash64(h);
 }
@@ -846,7 +822,7 @@ int memprof_writer__location(struct memprof_writer *w, uint64_t code,
 	if (writer_err(w))
 		return w->err;
 	fp = loc_fingerprint(locs, nlocs);
-	slot = mtc_map__find(&w->defined, code);
+	slot = mp_hashmap__find(&w->defined, code, 0);
 	if (slot)
 		return *slot == fp ? 0 : -EINVAL;
 	for (unsigned int i = 0; i < nlocs; i++)
@@ -857,12 +833,12 @@ int memprof_writer__location(struct memprof_writer *w, uint64_t code,
 		nlocs = 1;
 		worst = 4 + 8 + 1 + 6 + 10 + 3;
 	}
-	slot = mtc_map__insert(&w->defined, code, &found, &err);
+	slot = mp_hashmap__insert(&w->defined, code, 0, &found, &err);
 	if (!slot)
 		return err;
 	err = reserve(w, worst, w->last_time);
 	if (err) {
-		mtc_map__remove(&w->defined, code);
+		mp_hashmap__remove(&w->defined, code, 0);
 		return err;
 	}
 	*slot = fp;
@@ -879,7 +855,7 @@ int memprof_writer__location(struct memprof_writer *w, uint64_t code,
 
 int memprof_writer__has_location(const struct memprof_writer *w, uint64_t code)
 {
-	return w && code && mtc_map__find(&w->defined, code) ? 1 : 0;
+	return w && code && mp_hashmap__find(&w->defined, code, 0) ? 1 : 0;
 }
 
 /* ---- backtraces --------------------------------------------------------------------------- */
@@ -971,17 +947,10 @@ int memprof_writer__alloc(struct memprof_writer *w, uint64_t time_us, uint64_t l
 	while (pfx < bt_len && pfx < w->prev_len && bt[pfx] == w->prev[pfx])
 		pfx++;
 	for (size_t i = pfx; i < bt_len; i++)
-		if (!mtc_map__find(&w->defined, bt[i]))
+		if (!mp_hashmap__find(&w->defined, bt[i], 0))
 			return -ENOENT;
-	if (bt_len > w->prev_cap) {
-		size_t cap = bt_len < 64 ? 64 : bt_len * 2;
-		uint64_t *np = realloc(w->prev, cap * sizeof(*np));
-
-		if (!np)
-			return -ENOMEM;
-		w->prev = np;
-		w->prev_cap = cap;
-	}
+	if (MP_ARRAY_RESERVE(w->prev, w->prev_cap, bt_len, 64))
+		return -ENOMEM;
 	need = 4 + 3 * MP_VINT_MAX + 1 + 2 + 10 * (bt_len - pfx);
 	t = time_us < w->last_time ? w->last_time : time_us;
 	err = reserve(w, need, t);
