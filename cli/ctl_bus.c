@@ -241,32 +241,3 @@ void ctl_print_profile(const struct memprof_client_profile *p)
 		}
 	}
 }
-
-int ctl_parse_duration(const char *s, uint64_t *us)
-{
-	static const struct {
-		const char *suffix;
-		double mult;
-	} units[] = {
-		{ "", 1e6 }, { "s", 1e6 }, { "ms", 1e3 }, { "us", 1 }, { "m", 60e6 }, { "min", 60e6 },
-		{ "h", 3600e6 },
-	};
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (errno || end == s || !(v > 0))
-		return -EINVAL;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (!strcmp(end, units[i].suffix)) {
-			double x = v * units[i].mult;
-
-			if (x < 1 || x > (double)MP_MAX_DURATION_US)
-				return -ERANGE;
-			*us = (uint64_t)x;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
