@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
+#include "cli/ctl_opts.h"
 
 /* Print ListProfiles' profiles; also count states into @counts (sampling, stopped, discarded). */
 int ctl_list_profiles(struct memprof_client *c, const char *cmd, bool print,
@@ -66,32 +67,14 @@ int ctl_list_profiles(struct memprof_client *c, const char *cmd, bool print,
 
 int cmd_list(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
 	struct memprof_client *cl = NULL;
-	int c, r;
+	int r;
 
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			ctl.json = true;
-			break;
-		case 'h':
-			printf("Usage: memprofctl list [OPTIONS]\n"
-			       "\n"
-			       "List memprofd's profiles: id, state, owner, rate and processes.\n"
-			       "\n"
-			       "Options:\n"
-			       "  -j, --json   print JSON\n"
-			       "  -h, --help   show this help\n");
-			return 0;
-		default:
-			return 2;	/* getopt printed the error line */
-		}
-	}
+	r = ctl_opts__json_help(argc, argv, "Usage: memprofctl list [OPTIONS]\n"
+				"\n"
+				"List memprofd's profiles: id, state, owner, rate and processes.\n");
+	if (r >= 0)
+		return r;
 	if (optind != argc) {
 		fprintf(stderr, "memprofctl list: unexpected argument '%s'\n", argv[optind]);
 		return 2;

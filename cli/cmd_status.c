@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
+#include "cli/ctl_opts.h"
 
 static int daemon_status(struct memprof_client *cl)
 {
@@ -74,37 +75,19 @@ out:
 
 int cmd_status(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
 	struct memprof_client_profile *p;
 	struct memprof_client *cl = NULL;
 	uint32_t id = 0;
-	int c, r, ret;
+	int r, ret;
 
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			ctl.json = true;
-			break;
-		case 'h':
-			printf("Usage: memprofctl status [OPTIONS] [ID]\n"
-			       "\n"
-			       "Without ID: memprofd's version, defaults, profile counts, BPF\n"
-			       "counters and the kernel mechanisms in use. With ID: the profile's\n"
-			       "settings, state and, per process, samples, frees, estimated\n"
-			       "allocated and live bytes, drops and trace.\n"
-			       "\n"
-			       "Options:\n"
-			       "  -j, --json   print JSON\n"
-			       "  -h, --help   show this help\n");
-			return 0;
-		default:
-			return 2;	/* getopt printed the error line */
-		}
-	}
+	r = ctl_opts__json_help(argc, argv, "Usage: memprofctl status [OPTIONS] [ID]\n"
+				"\n"
+				"Without ID: memprofd's version, defaults, profile counts, BPF\n"
+				"counters and the kernel mechanisms in use. With ID: the profile's\n"
+				"settings, state and, per process, samples, frees, estimated\n"
+				"allocated and live bytes, drops and trace.\n");
+	if (r >= 0)
+		return r;
 	if (argc - optind > 1) {
 		fprintf(stderr, "memprofctl status: expected at most one profile ID\n");
 		return 2;

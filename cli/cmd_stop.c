@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
+#include "cli/ctl_opts.h"
 
 /* Parse a profile id argument: 1..UINT32_MAX. */
 int ctl_parse_id(const char *cmd, const char *s, uint32_t *id)
@@ -28,41 +29,22 @@ int ctl_parse_id(const char *cmd, const char *s, uint32_t *id)
 
 int ctl_stop_or_discard(int argc, char **argv, bool discard)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
 	const char *cmd = discard ? "discard" : "stop";
 	struct memprof_client *cl = NULL;
 	uint32_t id;
-	int c, r;
+	int r;
 
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			ctl.json = true;
-			break;
-		case 'h':
-			if (discard)
-				printf("Usage: memprofctl discard [OPTIONS] ID\n"
-				       "\n"
-				       "Discard a stopped profile: stop tracking its sampled blocks and\n"
-				       "complete its traces.\n");
-			else
-				printf("Usage: memprofctl stop [OPTIONS] ID\n"
-				       "\n"
-				       "Stop sampling new allocations; frees of blocks already sampled are\n"
-				       "still recorded until the profile is discarded.\n");
-			printf("\n"
-			       "Options:\n"
-			       "  -j, --json   print JSON\n"
-			       "  -h, --help   show this help\n");
-			return 0;
-		default:
-			return 2;	/* getopt printed the error line */
-		}
-	}
+	r = ctl_opts__json_help(argc, argv, discard ?
+				"Usage: memprofctl discard [OPTIONS] ID\n"
+				"\n"
+				"Discard a stopped profile: stop tracking its sampled blocks and\n"
+				"complete its traces.\n" :
+				"Usage: memprofctl stop [OPTIONS] ID\n"
+				"\n"
+				"Stop sampling new allocations; frees of blocks already sampled are\n"
+				"still recorded until the profile is discarded.\n");
+	if (r >= 0)
+		return r;
 	if (optind + 1 != argc) {
 		fprintf(stderr, "memprofctl %s: expected one profile ID; try 'memprofctl %s "
 			"--help'.\n", cmd, cmd);

@@ -66,3 +66,30 @@ void ctl_opts__help(FILE *f, uint32_t mask, const char *const help[MP_OPT__COUNT
 			mp_option__print_help(f, &mp_options[i], CTL_HELP_COL,
 					      help ? help[i] : NULL);
 }
+
+int ctl_opts__json_help(int argc, char **argv, const char *usage)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			ctl.json = true;
+			break;
+		case 'h':
+			printf("%s\n"
+			       "Options:\n"
+			       "  -j, --json   print JSON\n"
+			       "  -h, --help   show this help\n", usage);
+			return 0;
+		default:
+			return 2;	/* getopt printed the error line */
+		}
+	}
+	return -1;
+}

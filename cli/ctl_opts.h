@@ -38,4 +38,11 @@ int ctl_opts__parse(const struct mp_option *opt, const char *arg, struct mp_opts
 /* The --help lines of the options of @mask; @help[ID] replaces a row's text when not NULL. */
 void ctl_opts__help(FILE *f, uint32_t mask, const char *const help[MP_OPT__COUNT]);
 
+/*
+ * The options of a command that has only -j/--json and -h/--help (list, status, stop,
+ * discard): on --help print @usage, then the two options' lines. Returns -1 to go on (optind
+ * at the first argument), 0 after the help, 2 on a usage error (getopt printed it).
+ */
+int ctl_opts__json_help(int argc, char **argv, const char *usage);
+
 #endif
