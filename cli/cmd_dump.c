@@ -66,44 +66,57 @@ static void print_locs(FILE *f, const struct memprof_location *l, unsigned int n
 	}
 }
 
+/* The name of an info field: "info NAME " as text, ",\"NAME\":" in JSON (none before the first). */
+static void info_name(FILE *f, bool json, const char *name)
+{
+	if (json)
+		fprintf(f, "%s\"%s\":", strcmp(name, "version") ? "," : "{\"info\":{", name);
+	else
+		fprintf(f, "info %s ", name);
+}
+
+/* One line of text per field, one JSON object of them all: the two print the same fields. */
 static void print_info(FILE *f, const struct memprof_trace_info *in, bool json)
 {
-	if (json) {
-		fputs("{\"info\":{\"version\":", f);
-		fprintf(f, "%u,\"sample_rate\":", in->version);
-		print_double(f, in->sample_rate);
-		fprintf(f, ",\"word_size\":%u,\"executable_name\":", in->word_size);
-		print_str(f, in->executable_name, true);
-		fputs(",\"host_name\":", f);
-		print_str(f, in->host_name, true);
-		fputs(",\"ocaml_runtime_params\":", f);
-		print_str(f, in->runtime_params, true);
-		fprintf(f, ",\"pid\":%" PRIu64 ",\"start_time_us\":%" PRIu64
-			",\"initial_domain\":%u,\"context\":", in->pid, in->start_time_us,
-			in->initial_domain);
-		if (in->context)
-			print_str(f, in->context, true);
-		else
-			fputs("null", f);
-		fputs("},\n\"events\":[\n", f);
-		return;
-	}
-	fprintf(f, "info version %u\ninfo sample_rate ", in->version);
+	const char *end = json ? "" : "\n";
+	const struct {
+		const char *name, *value;
+	} strs[] = {
+		{ "executable_name", in->executable_name },
+		{ "host_name", in->host_name },
+		{ "ocaml_runtime_params", in->runtime_params },
+	};
+	const struct {
+		const char *name;
+		uint64_t value;
+	} nums[] = {
+		{ "pid", in->pid },
+		{ "start_time_us", in->start_time_us },
+		{ "initial_domain", in->initial_domain },
+	};
+
+	info_name(f, json, "version");
+	fprintf(f, "%u%s", in->version, end);
+	info_name(f, json, "sample_rate");
 	print_double(f, in->sample_rate);
-	fprintf(f, "\ninfo word_size %u\ninfo executable_name ", in->word_size);
-	print_str(f, in->executable_name, false);
-	fputs("\ninfo host_name ", f);
-	print_str(f, in->host_name, false);
-	fputs("\ninfo ocaml_runtime_params ", f);
-	print_str(f, in->runtime_params, false);
-	fprintf(f, "\ninfo pid %" PRIu64 "\ninfo start_time_us %" PRIu64
-		"\ninfo initial_domain %u\ninfo context ", in->pid, in->start_time_us,
-		in->initial_domain);
+	fputs(end, f);
+	info_name(f, json, "word_size");
+	fprintf(f, "%u%s", in->word_size, end);
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		info_name(f, json, strs[i].name);
+		print_str(f, strs[i].value, json);
+		fputs(end, f);
+	}
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		info_name(f, json, nums[i].name);
+		fprintf(f, "%" PRIu64 "%s", nums[i].value, end);
+	}
+	info_name(f, json, "context");
 	if (in->context)
-		print_str(f, in->context, false);
+		print_str(f, in->context, json);
 	else
-		fputs("none", f);
-	fputc('\n', f);
+		fputs(json ? "null" : "none", f);
+	fputs(json ? "},\n\"events\":[\n" : "\n", f);
 }
 
 static void print_event(FILE *f, struct memprof_reader *r, const struct memprof_event *ev,
