@@ -70,7 +70,8 @@ int cmd_list(int argc, char **argv)
 	struct memprof_client *cl = NULL;
 	int r;
 
-	r = ctl_opts__json_help(argc, argv, "Usage: memprofctl list [OPTIONS]\n"
+	r = ctl_opts__json_help(argc, argv,
+				"Usage: memprofctl list [OPTIONS]\n"
 				"\n"
 				"List memprofd's profiles: id, state, owner, rate and processes.\n");
 	if (r >= 0)

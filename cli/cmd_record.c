@@ -509,8 +509,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			if (mp_option__check(&mp_options[MP_OPT_RATE], &o->opts, msg,
 					     sizeof(msg)) < 0) {
 				mp_option__range(&mp_options[MP_OPT_RATE], msg, sizeof(msg));
-				fprintf(stderr, "memprofctl record: invalid interval '%s': its rate "
-					"%g is not %s\n", optarg, o->opts.rate, msg);
+				fprintf(stderr, "memprofctl record: invalid interval '%s': its "
+					"rate %g is not %s\n", optarg, o->opts.rate, msg);
 				return 2;
 			}
 			o->opts.set |= CTL_OPT_BIT(RATE);

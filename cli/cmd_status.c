@@ -80,7 +80,8 @@ int cmd_status(int argc, char **argv)
 	uint32_t id = 0;
 	int r, ret;
 
-	r = ctl_opts__json_help(argc, argv, "Usage: memprofctl status [OPTIONS] [ID]\n"
+	r = ctl_opts__json_help(argc, argv,
+				"Usage: memprofctl status [OPTIONS] [ID]\n"
 				"\n"
 				"Without ID: memprofd's version, defaults, profile counts, BPF\n"
 				"counters and the kernel mechanisms in use. With ID: the profile's\n"

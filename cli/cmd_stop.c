@@ -29,20 +29,22 @@ int ctl_parse_id(const char *cmd, const char *s, uint32_t *id)
 
 int ctl_stop_or_discard(int argc, char **argv, bool discard)
 {
+	static const char discard_usage[] =
+		"Usage: memprofctl discard [OPTIONS] ID\n"
+		"\n"
+		"Discard a stopped profile: stop tracking its sampled blocks and\n"
+		"complete its traces.\n";
+	static const char stop_usage[] =
+		"Usage: memprofctl stop [OPTIONS] ID\n"
+		"\n"
+		"Stop sampling new allocations; frees of blocks already sampled are\n"
+		"still recorded until the profile is discarded.\n";
 	const char *cmd = discard ? "discard" : "stop";
 	struct memprof_client *cl = NULL;
 	uint32_t id;
 	int r;
 
-	r = ctl_opts__json_help(argc, argv, discard ?
-				"Usage: memprofctl discard [OPTIONS] ID\n"
-				"\n"
-				"Discard a stopped profile: stop tracking its sampled blocks and\n"
-				"complete its traces.\n" :
-				"Usage: memprofctl stop [OPTIONS] ID\n"
-				"\n"
-				"Stop sampling new allocations; frees of blocks already sampled are\n"
-				"still recorded until the profile is discarded.\n");
+	r = ctl_opts__json_help(argc, argv, discard ? discard_usage : stop_usage);
 	if (r >= 0)
 		return r;
 	if (optind + 1 != argc) {

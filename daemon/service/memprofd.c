@@ -165,11 +165,11 @@ int mp_config__load(struct mp_config *c, const char *path, char *err, size_t err
 		if (!strcmp(k, "DefaultRate") || !strcmp(k, "CallstackSize")) {
 			/* The defaults of Start's options: read as the option is. */
 			bool rate = !strcmp(k, "DefaultRate");
+			enum mp_opt_id id = rate ? MP_OPT_RATE : MP_OPT_CALLSTACK_SIZE;
 			struct mp_opts o;
 
 			mp_opts__init(&o);
-			r = mp_option__parse(&mp_options[rate ? MP_OPT_RATE : MP_OPT_CALLSTACK_SIZE],
-					     v, &o, err, err_len);
+			r = mp_option__parse(&mp_options[id], v, &o, err, err_len);
 			if (rate)
 				n.default_rate = o.rate;
 			else
