@@ -9,8 +9,10 @@
 #   - the default rate's literal 1e-4 is written in the table only (and as the public
 #     MEMPROF_PRELOAD_DEFAULT_RATE of <memprof/preload.h>, checked equal by test_options);
 #   - the man pages document the table: memprofctl.1 each flag with its short flag and
-#     argument, memprofd.8 each key of Start's options with its D-Bus signature.
-# The table comes from `test_options --table`: key, signature, flag, short flag, argument.
+#     argument, memprofd.8 each key of Start's options with its D-Bus signature, and the
+#     default and maximum it states for a key are the table's.
+# The table comes from `test_options --table`: key, signature, flag, short flag, argument,
+# default, maximum.
 set -u
 src=${MP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${MP_BUILD:-$src/build}
@@ -65,7 +67,7 @@ def code_of(text):
 
 
 names = {}
-for key, sig, flag, short, arg in rows:
+for key, sig, flag, short, arg, default, top in rows:
     names['"%s"' % key] = "key of option %s" % key
     names['"%s"' % flag] = "flag of option %s" % key
     names['"--%s"' % flag] = "flag of option %s" % key
@@ -89,7 +91,7 @@ for f in files:
 
 ctl = open("man/memprofctl.1").read()
 daemon = open("man/memprofd.8").read()
-for key, sig, flag, short, arg in rows:
+for key, sig, flag, short, arg, default, top in rows:
     mflag = r"\-\-" + flag.replace("-", r"\-")
     if mflag not in ctl:
         fail("memprofctl.1 does not document --%s" % flag)
@@ -98,8 +100,22 @@ for key, sig, flag, short, arg in rows:
         fail("memprofctl.1 does not document --%s as %s" % (flag, short))
     if arg != "-" and not re.search(re.escape(mflag) + r' " (\\fI)?%s\b' % arg, ctl):
         fail("memprofctl.1 does not give --%s its argument %s" % (flag, arg))
-    if not re.search(r"^\.B %s\n\(%s[,)]" % (re.escape(key), re.escape(sig)), daemon, re.M):
+    m = re.search(r"^\.B %s\n\(%s[,)]" % (re.escape(key), re.escape(sig)), daemon, re.M)
+    if not m:
         fail("memprofd.8 does not document Start's option %s (%s)" % (key, sig))
+        continue
+    # its text: up to the next key of the list
+    nxt = re.compile(r"^\.B [a-z_]+\n\(|^\.TP", re.M).search(daemon, m.end())
+    text = daemon[m.end():nxt.start() if nxt else len(daemon)].replace("\n", " ")
+    said = re.findall(r"\bdefault (\S+?)[,;)]|(\S+?),? the default\b|(\w+)\W+\(default\)", text)
+    for d in ["".join(g) for g in said]:
+        if d.rstrip("us") != default.rstrip("us") and not (
+                re.match(r"^[0-9.e+-]+$", d) and re.match(r"^[0-9.e+-]+(us)?$", default) and
+                float(d) == float(default.rstrip("us"))):
+            fail("memprofd.8 says %s's default is %s, the table %s" % (key, d, default))
+    for most in re.findall(r"\bat most (\d+)", text):
+        if float(most) != float(top):
+            fail("memprofd.8 says %s is at most %s, the table %s" % (key, most, top))
 
 if fails:
     sys.exit(1)

@@ -3,7 +3,8 @@
  * The options table and its validator (userspace-lib/options.h): defaults, bounds, types,
  * the sentences bad values get, and the table's own consistency. With --table, prints one
  * line per option for tests/unit/options-table.sh: key, D-Bus signature, flag, short flag
- * ("-" for none), argument ("-" for none).
+ * ("-" for none), argument ("-" for none), default (as --help says it; a duration's in "us"),
+ * maximum.
  */
 #include <errno.h>
 #include <math.h>
@@ -213,11 +214,17 @@ static void test_help(void)
 
 static void print_table(void)
 {
+	struct mp_opts d;
+	char def[64];
+
+	mp_opts__init(&d);
 	for (size_t i = 0; i < MP_OPT__COUNT; i++) {
 		const struct mp_option *o = &mp_options[i];
 
-		printf("%s %s %s %s%c %s\n", o->key, o->sig, o->flag, o->short_flag ? "-" : "",
-		       o->short_flag ? o->short_flag : '-', o->arg ? o->arg : "-");
+		mp_option__format(o, &d, def, sizeof(def));
+		printf("%s %s %s %s%c %s %s %.17g\n", o->key, o->sig, o->flag,
+		       o->short_flag ? "-" : "", o->short_flag ? o->short_flag : '-',
+		       o->arg ? o->arg : "-", def[0] ? def : "-", o->max);
 	}
 }
 
