@@ -97,10 +97,10 @@ include $(sort $(wildcard */build.mk))
 #   engine     daemon/engine/           probe, stacks, codec
 #   service    daemon/service/          engine, codec, client (memprofd)
 #   codec      userspace-lib/codec/     -  (the trace format)
-#   client     userspace-lib/client/    -  (memprofd's client library)
+#   client     userspace-lib/client/    codec (memprofd's client library)
 #   preload    userspace-lib/preload/   -  (libmemprof-preload)
 #   report     report/                  codec
-#   cli        cli/                     engine, report, codec (memprofctl)
+#   cli        cli/                     engine, report, codec, client (memprofctl)
 COMPONENTS	:= probe stacks engine service codec client preload report cli
 
 COMP_OBJS_probe		= $(BPF_LOADER_OBJS)
@@ -127,14 +127,15 @@ COMP_API_probe		:= daemon/probe/bpf_loader.h daemon/probe/target_open.h
 COMP_API_stacks		:= daemon/stacks/symbolize.h daemon/stacks/unwind.h
 COMP_API_engine		:= daemon/engine/engine.h daemon/engine/summary.h
 COMP_API_codec		:= userspace-lib/codec/outfile.h userspace-lib/codec/writer_async.h
-COMP_API_client		:= userspace-lib/client/bus_dict.h
+COMP_API_client		:= userspace-lib/client/bus_dict.h userspace-lib/client/client_int.h
 COMP_API_report		:= report/report.h
 
 COMP_USES_stacks	:= probe
 COMP_USES_engine	:= probe stacks codec
+COMP_USES_client	:= codec
 COMP_USES_service	:= engine codec client
 COMP_USES_report	:= codec
-COMP_USES_cli		:= engine report codec
+COMP_USES_cli		:= engine report codec client
 
 COMP_PUBLIC	= userspace-lib/include/memprof/ $(wildcard bpf/*.h) $(wildcard userspace-lib/*.h) \
 		  $(B)/gen/memprof.skel.h $(B)/gen/vmlinux.h

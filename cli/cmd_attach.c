@@ -11,9 +11,11 @@
 
 #include "cli/commands.h"
 #include "cli/ctl_bus.h"
-#include "daemon/engine/engine.h"
+#include "cli/ctl_opts.h"
+#include "userspace-lib/client/client_int.h"
 #include "userspace-lib/codec/outfile.h"
-#include "userspace-lib/validate.h"
+
+#define ATTACH_OPTS	((1u << MP_OPT__COUNT) - 1)	/* all the table's */
 
 static void attach_help(void)
 {
@@ -21,51 +23,28 @@ static void attach_help(void)
 	       "\n"
 	       "Start sampling the allocations of running processes in memprofd.\n"
 	       "\n"
-	       "Options:\n"
-	       "  -r, --rate RATE           sampling rate per word, in [1e-9, 1] (default 1e-4)\n"
-	       "      --callstack-size N    frames kept per sample, 1-127 (default 127)\n"
-	       "      --unwind MODE         backtraces: fp, dwarf or auto (default auto)\n"
-	       "      --stack-copy-size BYTES\n"
-	       "                            bytes of stack copied per sample for dwarf and auto\n"
-	       "                            (default 16384, at most 65536; 0: no copy)\n"
-	       "  -d, --duration T          stop sampling after T (e.g. 30s, 500ms, 5m, 1h)\n"
-	       "  -o, --output FILE         write the first process' trace to FILE\n"
-	       "      --no-follow-forks     do not profile the children the processes fork\n"
-	       "      --format-version V    memtrace format version, 2 or 3 (default 2)\n"
-	       "  -z, --zstd                compress the traces with zstd\n"
-	       "      --max-overhead PCT    detach a process whose probes cost more than PCT %%\n"
-	       "                            of one CPU, 1 s average (default 0: no limit)\n"
-	       "  -w, --wait                wait until sampling ends, then discard and print\n"
-	       "  -j, --json                print JSON\n"
-	       "  -h, --help                show this help\n");
+	       "Options:\n");
+	ctl_opts__help(stdout, ATTACH_OPTS, NULL);
+	printf("  -w, --wait               wait until sampling ends, then discard and print\n"
+	       "  -j, --json               print JSON\n"
+	       "  -h, --help               show this help\n");
 }
-
-enum { OPT_CALLSTACK = 0x100, OPT_NO_FOLLOW, OPT_FORMAT, OPT_MAX_OVERHEAD, OPT_UNWIND,
-       OPT_STACK_COPY };
 
 int cmd_attach(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "rate", required_argument, NULL, 'r' },
-		{ "callstack-size", required_argument, NULL, OPT_CALLSTACK },
-		{ "unwind", required_argument, NULL, OPT_UNWIND },
-		{ "stack-copy-size", required_argument, NULL, OPT_STACK_COPY },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "no-follow-forks", no_argument, NULL, OPT_NO_FOLLOW },
-		{ "format-version", required_argument, NULL, OPT_FORMAT },
-		{ "zstd", no_argument, NULL, 'z' },
-		{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
+	static const struct option own[] = {
 		{ "wait", no_argument, NULL, 'w' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
-	struct memprof_client_start_opts o = { .sz = sizeof(o) };
+	const struct mp_option *opt;
+	struct ctl_opts t;
+	struct mp_opts o;
 	struct memprof_client_profile *p = NULL;
 	struct memprof_client *cl = NULL;
 	struct mp_outfile out = { .fd = -1 };
-	const char *output = NULL;
+	const char *output;
 	bool wait = false;
 	pid_t *pids = NULL;
 	size_t npids = 0;
@@ -75,90 +54,15 @@ int cmd_attach(int argc, char **argv)
 	unsigned long v;
 	char msg[256];
 
-	while ((c = getopt_long(argc, argv, "r:d:o:zwjh", opts, NULL)) != -1) {
+	mp_opts__init(&o);
+	ctl_opts__init(&t, ATTACH_OPTS, own, "wjh");
+	while ((c = getopt_long(argc, argv, t.shorts, t.longopts, NULL)) != -1) {
+		if ((opt = ctl_opts__option(&t, c))) {
+			if (ctl_opts__parse(opt, optarg, &o))
+				return 2;
+			continue;
+		}
 		switch (c) {
-		case 'r':
-			errno = 0;
-			o.rate = strtod(optarg, &end);
-			if (errno || end == optarg || *end) {
-				fprintf(stderr, "memprofctl attach: invalid rate '%s': a number\n",
-					optarg);
-				return 2;
-			}
-			if (mp_rate__check(o.rate, msg, sizeof(msg)) < 0) {
-				fprintf(stderr, "memprofctl attach: %s\n", msg);
-				return 2;
-			}
-			break;
-		case OPT_CALLSTACK:
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || v < 1 || v > 127) {
-				fprintf(stderr, "memprofctl attach: invalid callstack size '%s': "
-					"1-127\n", optarg);
-				return 2;
-			}
-			o.callstack_size = (unsigned int)v;
-			break;
-		case OPT_UNWIND:
-			if (strcmp(optarg, "fp") && strcmp(optarg, "dwarf") && strcmp(optarg, "auto")) {
-				fprintf(stderr, "memprofctl attach: invalid unwind mode '%s': fp, "
-					"dwarf or auto\n", optarg);
-				return 2;
-			}
-			o.unwind = optarg;
-			break;
-		case OPT_STACK_COPY:
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || v > 65536) {
-				fprintf(stderr, "memprofctl attach: invalid stack copy size '%s': 0 to "
-					"65536 bytes\n", optarg);
-				return 2;
-			}
-			o.stack_copy_size = v ? (int)v : -1;
-			break;
-		case 'd':
-			r = ctl_parse_duration(optarg, &o.duration_us);
-			if (r == -ERANGE) {
-				fprintf(stderr, "memprofctl attach: invalid duration '%s': "
-					"from 1us to 366 days (%lluus)\n", optarg,
-					MP_MAX_DURATION_US);
-				return 2;
-			}
-			if (r < 0) {
-				fprintf(stderr, "memprofctl attach: invalid duration '%s' (e.g. 30s, "
-					"500ms, 5m)\n", optarg);
-				return 2;
-			}
-			break;
-		case 'o':
-			output = optarg;
-			break;
-		case OPT_NO_FOLLOW:
-			o.no_follow_forks = true;
-			break;
-		case OPT_FORMAT:
-			if (strcmp(optarg, "2") && strcmp(optarg, "3")) {
-				fprintf(stderr, "memprofctl attach: invalid format version '%s': 2 or "
-					"3\n", optarg);
-				return 2;
-			}
-			o.format_version = (uint16_t)atoi(optarg);
-			break;
-		case OPT_MAX_OVERHEAD:
-			errno = 0;
-			o.max_overhead = strtod(optarg, &end);
-			if (errno || *end || end == optarg || !(o.max_overhead >= 0) ||
-			    o.max_overhead > 1e6) {
-				fprintf(stderr, "memprofctl attach: invalid overhead budget '%s': a "
-					"percentage of one CPU >= 0 (0 = unlimited)\n", optarg);
-				return 2;
-			}
-			break;
-		case 'z':
-			o.zstd = true;
-			break;
 		case 'w':
 			wait = true;
 			break;
@@ -172,6 +76,7 @@ int cmd_attach(int argc, char **argv)
 			return 2;	/* getopt printed the error line */
 		}
 	}
+	output = o.output.path;
 	if (optind >= argc) {
 		fprintf(stderr, "memprofctl attach: no PID given; try 'memprofctl attach --help'.\n");
 		return 2;
@@ -209,7 +114,8 @@ int cmd_attach(int argc, char **argv)
 			goto out;
 		}
 	}
-	r = memprof_client__start(cl, pids, npids, &o, out.fd, &id);
+	o.output.fd = out.fd;
+	r = mp_client__start(cl, pids, npids, &o, &id);
 	if (r < 0) {
 		ctl_fail_client("attach", cl, r);
 		goto out;

@@ -37,42 +37,37 @@
 #include "cli/commands.h"
 #include "cli/record/record_daemon.h"
 #include "cli/record/record_trace.h"
+#include "cli/ctl_opts.h"
 #include "cli/summary.h"
 #include "userspace-lib/codec/outfile.h"
-#include "userspace-lib/validate.h"
 #include "daemon/engine/engine.h"
+
+/* The table's options record takes: all but --duration (CMD's exit ends it). */
+#define RECORD_OPTS	(((1u << MP_OPT__COUNT) - 1) & ~CTL_OPT_BIT(DURATION))
 
 static void record_usage(FILE *f)
 {
+	static const char *const help[MP_OPT__COUNT] = {
+		[MP_OPT_OUTPUT] = "trace of CMD (default memprof.ctf, memprof.ctf.zst\n"
+				  "with --zstd); forked children write FILE.<pid>",
+		[MP_OPT_FOLLOW_FORKS] = "do not profile CMD's children",
+	};
+
 	fprintf(f,
 		"Usage: memprofctl record [OPTIONS] -- CMD [ARGS...]\n"
 		"\n"
 		"Run CMD and sample its allocations; write a memtrace trace when it exits.\n"
 		"\n"
-		"Options:\n"
-		"  -r, --rate RATE          sampling rate per 8-byte word, in [1e-9, 1]\n"
-		"                           (default 1e-4)\n"
+		"Options:\n");
+	ctl_opts__help(f, RECORD_OPTS, help);
+	fprintf(f,
 		"      --interval BYTES     mean bytes between samples (rate = 8 / BYTES)\n"
-		"      --callstack-size N   frames kept per sample (default and maximum 127)\n"
-		"      --unwind MODE        backtraces: fp (frame pointers), dwarf (DWARF CFI on\n"
-		"                           a copy of the stack), auto (the default; dwarf where\n"
-		"                           frame pointers are missing)\n"
-		"      --stack-copy-size BYTES\n"
-		"                           bytes of stack copied per sample for dwarf and auto\n"
-		"                           (default 16384, at most 65536; 0: no copy)\n"
-		"  -o, --output FILE        trace of CMD (default memprof.ctf, memprof.ctf.zst\n"
-		"                           with --zstd); forked children write FILE.<pid>\n"
-		"      --no-follow-forks    do not profile CMD's children\n"
 		"      --seed N             seed of the multiplicity PRNG (reproducible runs)\n"
-		"      --format-version V   memtrace format version 2 (default) or 3\n"
-		"      --zstd               compress the traces with zstd\n"
 		"      --preload[=LIB]      run CMD with LD_PRELOAD=libmemprof-preload.so (LIB):\n"
 		"                           it samples in-process and traps only on samples\n"
 		"      --batch N            with --preload: report samples N at a time, about\n"
 		"                           10 ms late at most (1..16, default 16; 1: each one\n"
 		"                           at once, a trap per sample) (MEMPROF_BATCH)\n"
-		"      --max-overhead PCT   detach a process whose probes cost more than PCT %%\n"
-		"                           of one CPU, 1 s average (default 0: no limit)\n"
 		"      --daemon             record through memprofd (fail if it is not reachable)\n"
 		"      --no-daemon          record in this process even if memprofd is reachable\n"
 		"  -h, --help               show this help\n"
@@ -170,7 +165,8 @@ static void engine_log(void *ctx, int level, const char *msg)
 /* ---- the command ---- */
 
 struct record_opts {
-	struct mp_profile_opts popts;
+	struct mp_opts opts;		/* the table's (options.h) */
+	struct mp_profile_opts popts;	/* the same for the in-process engine */
 	struct mp_engine_opts eopts;
 	char **cmd;
 	bool preload;			/* --preload: the cooperative fast path */
@@ -181,103 +177,56 @@ struct record_opts {
 
 static int parse_args(int argc, char **argv, struct record_opts *o)
 {
-	enum { OPT_INTERVAL = 256, OPT_CALLSTACK, OPT_NO_FOLLOW, OPT_SEED, OPT_FORMAT, OPT_ZSTD,
-	       OPT_PRELOAD, OPT_MAX_OVERHEAD, OPT_UNWIND,
-	       OPT_STACK_COPY, OPT_DAEMON, OPT_NO_DAEMON, OPT_BATCH };
-	static const struct option opts[] = {
-		{ "rate", required_argument, NULL, 'r' },
+	enum { OPT_INTERVAL = 256, OPT_SEED, OPT_PRELOAD, OPT_DAEMON, OPT_NO_DAEMON, OPT_BATCH };
+	static const struct option own[] = {
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
-		{ "callstack-size", required_argument, NULL, OPT_CALLSTACK },
-		{ "unwind", required_argument, NULL, OPT_UNWIND },
-		{ "stack-copy-size", required_argument, NULL, OPT_STACK_COPY },
-		{ "output", required_argument, NULL, 'o' },
-		{ "no-follow-forks", no_argument, NULL, OPT_NO_FOLLOW },
 		{ "seed", required_argument, NULL, OPT_SEED },
-		{ "format-version", required_argument, NULL, OPT_FORMAT },
-		{ "zstd", no_argument, NULL, OPT_ZSTD },
 		{ "preload", optional_argument, NULL, OPT_PRELOAD },
 		{ "batch", required_argument, NULL, OPT_BATCH },
-		{ "max-overhead", required_argument, NULL, OPT_MAX_OVERHEAD },
 		{ "daemon", no_argument, NULL, OPT_DAEMON },
 		{ "no-daemon", no_argument, NULL, OPT_NO_DAEMON },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
-	bool has_rate = false, has_interval = false;
+	const struct mp_option *opt;
+	bool has_interval = false;
+	struct ctl_opts t;
 	uint64_t v;
-	char *end, msg[128];
+	char msg[256];
 	int c;
 
-	o->popts.rate = 1e-4;
-	/* '+': CMD's own options are not ours. */
-	while ((c = getopt_long(argc, argv, "+r:o:h", opts, NULL)) != -1) {
+	mp_opts__init(&o->opts);
+	ctl_opts__init(&t, RECORD_OPTS, own, "+h");	/* '+': CMD's own options are not ours */
+	while ((c = getopt_long(argc, argv, t.shorts, t.longopts, NULL)) != -1) {
+		opt = ctl_opts__option(&t, c);
+		if ((opt && opt->id == MP_OPT_RATE && has_interval) ||
+		    (c == OPT_INTERVAL && MP_OPT_IS_SET(&o->opts, RATE))) {
+			fprintf(stderr, "memprofctl record: --rate and --interval exclude each "
+				"other\n");
+			return 2;
+		}
+		if (opt) {
+			if (ctl_opts__parse(opt, optarg, &o->opts))
+				return 2;
+			continue;
+		}
 		switch (c) {
-		case 'r':
-			errno = 0;
-			o->popts.rate = strtod(optarg, &end);
-			if (errno || *end || end == optarg) {
-				fprintf(stderr, "memprofctl record: invalid rate '%s': a number\n",
-					optarg);
-				return 2;
-			}
-			if (mp_rate__check(o->popts.rate, msg, sizeof(msg)) < 0) {
-				fprintf(stderr, "memprofctl record: %s\n", msg);
-				return 2;
-			}
-			if (has_interval) {
-				fprintf(stderr, "memprofctl record: --rate and --interval exclude "
-					"each other\n");
-				return 2;
-			}
-			has_rate = true;
-			break;
 		case OPT_INTERVAL:
 			if (parse_u64(optarg, &v) || v < 8) {
 				fprintf(stderr, "memprofctl record: invalid interval '%s': it must "
 					"be a whole number of bytes >= 8\n", optarg);
 				return 2;
 			}
-			if (has_rate) {
-				fprintf(stderr, "memprofctl record: --rate and --interval exclude "
-					"each other\n");
+			o->opts.rate = 8.0 / (double)v;
+			if (mp_option__check(&mp_options[MP_OPT_RATE], &o->opts, msg,
+					     sizeof(msg)) < 0) {
+				mp_option__range(&mp_options[MP_OPT_RATE], msg, sizeof(msg));
+				fprintf(stderr, "memprofctl record: invalid interval '%s': its "
+					"rate %g is not %s\n", optarg, o->opts.rate, msg);
 				return 2;
 			}
-			o->popts.rate = 8.0 / (double)v;
-			if (mp_rate__check(o->popts.rate, msg, sizeof(msg)) < 0) {
-				fprintf(stderr, "memprofctl record: invalid interval '%s': %s\n",
-					optarg, msg);
-				return 2;
-			}
+			o->opts.set |= CTL_OPT_BIT(RATE);
 			has_interval = true;
-			break;
-		case OPT_CALLSTACK:
-			if (parse_u64(optarg, &v) || v < 1 || v > MP_MAX_STACK) {
-				fprintf(stderr, "memprofctl record: invalid callstack size '%s': "
-					"1 to %d frames\n", optarg, MP_MAX_STACK);
-				return 2;
-			}
-			o->popts.callstack_size = (unsigned int)v;
-			break;
-		case OPT_UNWIND:
-			if (mp_unwind__parse(optarg, &o->popts.unwind)) {
-				fprintf(stderr, "memprofctl record: invalid unwind mode '%s': fp, "
-					"dwarf or auto\n", optarg);
-				return 2;
-			}
-			break;
-		case OPT_STACK_COPY:
-			if (parse_u64(optarg, &v) || v > MP_USTACK_MAX) {
-				fprintf(stderr, "memprofctl record: invalid stack copy size '%s': "
-					"0 to %d bytes\n", optarg, MP_USTACK_MAX);
-				return 2;
-			}
-			o->popts.stack_copy_size = v ? (int)v : -1;
-			break;
-		case 'o':
-			o->popts.out_path = optarg;
-			break;
-		case OPT_NO_FOLLOW:
-			o->popts.no_follow_forks = true;
 			break;
 		case OPT_SEED:
 			if (parse_u64(optarg, &v)) {
@@ -286,17 +235,6 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			}
 			o->eopts.seed = v;
 			o->eopts.has_seed = true;
-			break;
-		case OPT_FORMAT:
-			if (strcmp(optarg, "2") && strcmp(optarg, "3")) {
-				fprintf(stderr, "memprofctl record: invalid format version '%s': "
-					"2 or 3\n", optarg);
-				return 2;
-			}
-			o->popts.format_version = (uint16_t)atoi(optarg);
-			break;
-		case OPT_ZSTD:
-			o->popts.zstd_level = 3;
 			break;
 		case OPT_PRELOAD:
 			o->preload = true;
@@ -309,16 +247,6 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 				return 2;
 			}
 			o->batch = (unsigned int)v;
-			break;
-		case OPT_MAX_OVERHEAD:
-			errno = 0;
-			o->popts.max_overhead_pct = strtod(optarg, &end);
-			if (errno || *end || end == optarg || !(o->popts.max_overhead_pct >= 0) ||
-			    o->popts.max_overhead_pct > 1e6) {
-				fprintf(stderr, "memprofctl record: invalid overhead budget '%s': a "
-					"percentage of one CPU >= 0 (0 = unlimited)\n", optarg);
-				return 2;
-			}
 			break;
 		case OPT_DAEMON:
 		case OPT_NO_DAEMON:
@@ -340,8 +268,11 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		fprintf(stderr, "memprofctl record: --batch needs --preload\n");
 		return 2;
 	}
-	if (!o->popts.out_path)
-		o->popts.out_path = o->popts.zstd_level ? "memprof.ctf.zst" : "memprof.ctf";
+	if (!o->opts.output.path)
+		o->opts.output.path = o->opts.zstd ? "memprof.ctf.zst" : "memprof.ctf";
+	/* record's rate is the table's default, through memprofd too (not its DefaultRate). */
+	o->opts.set |= CTL_OPT_BIT(RATE);
+	mp_profile_opts__set(&o->popts, &o->opts);
 	o->cmd = argv + optind;
 	return -1;
 }
@@ -569,7 +500,7 @@ int cmd_record(int argc, char **argv)
 		goto out_kill;
 	}
 	if (rd)
-		r = record_daemon__start(rd, &o.popts, child, o.preload, o.cmd[0]);
+		r = record_daemon__start(rd, &o.opts, child, o.preload, o.cmd[0]);
 	else
 		r = mp_engine__start(e, &o.popts, &child, 1, &p, errmsg, sizeof(errmsg));
 	if (r && rd) {

@@ -208,16 +208,3 @@ void ctl_print_profile(const struct memprof_client_profile *p)
 	}
 	mp_summary__free(&s);
 }
-
-int ctl_parse_duration(const char *s, uint64_t *us)
-{
-	uint64_t v;
-	int r = mp_parse_duration(s, &v);
-
-	if (r < 0)
-		return r;
-	if (v < 1 || v > MP_MAX_DURATION_US)
-		return -ERANGE;
-	*us = v;
-	return 0;
-}

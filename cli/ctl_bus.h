@@ -54,8 +54,4 @@ int ctl_stop_or_discard(int argc, char **argv, bool discard);
 int ctl_list_profiles(struct memprof_client *c, const char *cmd, bool print,
 		      unsigned int counts[3]);
 
-/* A profile's duration (mp_parse_duration(): "10", "10s", "500ms", "2m", "1h") in µs: -EINVAL,
- * or -ERANGE outside [1 µs, MP_MAX_DURATION_US]. */
-int ctl_parse_duration(const char *s, uint64_t *us);
-
 #endif

@@ -1,10 +1,10 @@
 # libmemprof: the memtrace trace codec (userspace-lib/), its tests, fuzz target and benchmark.
-LIB_SRCS	:= $(wildcard userspace-lib/codec/*.c userspace-lib/client/*.c) userspace-lib/hashmap.c
+LIB_SRCS	:= $(wildcard userspace-lib/*.c userspace-lib/codec/*.c userspace-lib/client/*.c)
 LIB_OBJS	:= $(LIB_SRCS:%.c=$(B)/%.o)
 LIB_HDRS	:= $(wildcard userspace-lib/include/memprof/*.h)
 LIB_SONAME	:= libmemprof.so.0
 LIB_REAL	:= libmemprof.so.$(VERSION)
-LIB_LIBS	:= $(call pkglibs,libzstd libsystemd)
+LIB_LIBS	:= $(call pkglibs,libzstd libsystemd) -lm
 EXTRA_CFLAGS_userspace-lib := $(call pkgcflags,libzstd libsystemd)
 
 $(B)/lib/libmemprof.a: $(LIB_OBJS)
@@ -74,6 +74,14 @@ $(B)/tests/unit/test_hashmap: $(B)/tests/unit/test_hashmap.o $(B)/userspace-lib/
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^
 
 UNIT_TESTS += $(B)/tests/unit/test_hashmap
+
+# The options table and its validator (options.h); tests/unit/options-table.sh reads its
+# --table.
+$(B)/tests/unit/test_options: $(B)/tests/unit/test_options.o $(B)/lib/libmemprof.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $< $(B)/lib/libmemprof.a $(LIB_LIBS) -lm
+
+UNIT_TESTS += $(B)/tests/unit/test_options
 
 # The client reads memprofd's protocol by name (a peer of its own serves it).
 $(B)/tests/unit/test_client_protocol: $(B)/tests/unit/test_client_protocol.o \

@@ -19,6 +19,7 @@
 #include "cli/ctl_bus.h"
 #include "cli/record/record_daemon.h"
 #include "cli/summary.h"
+#include "userspace-lib/client/client_int.h"
 #include "userspace-lib/codec/outfile.h"
 
 #define PFX "memprofctl record: "
@@ -142,42 +143,33 @@ static int daemon_sync(void *ctx, pid_t pid, bool forked, char *err, size_t err_
 	return r < 0 ? r : 1;
 }
 
-int record_daemon__start(struct record_daemon *rd, const struct mp_profile_opts *o, pid_t pid,
+int record_daemon__start(struct record_daemon *rd, const struct mp_opts *o, pid_t pid,
 			 bool preload, const char *cmd0)
 {
-	struct memprof_client_start_opts so = {
-		.sz = sizeof(so),
-		.rate = o->rate,
-		.callstack_size = o->callstack_size,
-		.no_follow_forks = o->no_follow_forks,
-		.duration_us = o->duration_us,
-		.format_version = o->format_version,
-		.zstd = o->zstd_level > 0,
-		.max_overhead = o->max_overhead_pct,
-		.unwind = o->unwind != MP_UNWIND_AUTO ? mp_unwind__name(o->unwind) : NULL,
-		.stack_copy_size = o->stack_copy_size,
-	};
+	const char *out_path = o->output.path;
+	struct mp_opts so = *o;
 	struct memprof_client_profile *p;
 	struct mp_outfile out;
 	char msg[256];
 	int r;
 
-	snprintf(rd->out_path, sizeof(rd->out_path), "%s", o->out_path);
+	snprintf(rd->out_path, sizeof(rd->out_path), "%s", out_path);
 	rd->root = pid;
 	/* Counters before, for the summary's drops (a failure only leaves them out). */
 	memprof_client__daemon(rd->c, &rd->before);
-	r = mp_outfile__check_path(o->out_path, msg, sizeof(msg));
+	r = mp_outfile__check_path(out_path, msg, sizeof(msg));
 	if (r < 0) {
 		fprintf(stderr, PFX "Failed to use '%s' with memprofd: %s (--no-daemon records "
-			"to it)\n", o->out_path, msg);
+			"to it)\n", out_path, msg);
 		return r;
 	}
-	r = open_trace(&out, o->out_path);
+	r = open_trace(&out, out_path);
 	if (r < 0) {
-		fprintf(stderr, PFX "Failed to create trace '%s': %s\n", o->out_path, strerror(-r));
+		fprintf(stderr, PFX "Failed to create trace '%s': %s\n", out_path, strerror(-r));
 		return r;
 	}
-	r = memprof_client__start(rd->c, &pid, 1, &so, out.fd, &rd->id);
+	so.output.fd = out.fd;
+	r = mp_client__start(rd->c, &pid, 1, &so, &rd->id);
 	if (r < 0) {
 		rd->id = 0;
 		mp_outfile__abort(&out);	/* what was there stays */
@@ -187,7 +179,7 @@ int record_daemon__start(struct record_daemon *rd, const struct mp_profile_opts 
 	close(out.fd);
 	r = mp_outfile__commit(&out);
 	if (r < 0) {
-		fprintf(stderr, PFX "Failed to rename the trace into '%s': %s\n", o->out_path,
+		fprintf(stderr, PFX "Failed to rename the trace into '%s': %s\n", out_path,
 			strerror(-r));
 		return r;
 	}

@@ -36,11 +36,11 @@ enum record_daemon_mode {
 int record_daemon__open(enum record_daemon_mode mode, bool has_seed, struct record_daemon **ret);
 
 /*
- * Start the profile of @pid (stopped at its link map) with @o; its trace goes to o->out_path,
+ * Start the profile of @pid (stopped at its link map) with @o; its trace goes to o->output.path,
  * created here. Prints one line and returns -errno on failure. With @preload, says so when
  * CMD (@cmd0) did not load libmemprof-preload.
  */
-int record_daemon__start(struct record_daemon *rd, const struct mp_profile_opts *o, pid_t pid,
+int record_daemon__start(struct record_daemon *rd, const struct mp_opts *o, pid_t pid,
 			 bool preload, const char *cmd0);
 
 /* What record_trace__run_sync() uses. */

@@ -354,26 +354,10 @@ void mp_engine__stack_stats(const struct mp_engine *e, struct mp_engine_stack_st
 	}
 }
 
-static const char *const unwind_names[] = {
-	[MP_UNWIND_AUTO] = "auto",
-	[MP_UNWIND_FP] = "fp",
-	[MP_UNWIND_DWARF] = "dwarf",
-};
-
+/* The names are the unwind option's (options.h), in the order of enum mp_unwind. */
 const char *mp_unwind__name(enum mp_unwind u)
 {
-	return (unsigned int)u <= MP_UNWIND_DWARF ? unwind_names[u] : "?";
-}
-
-int mp_unwind__parse(const char *s, enum mp_unwind *out)
-{
-	for (unsigned int i = 0; i <= MP_UNWIND_DWARF; i++) {
-		if (!strcmp(s, unwind_names[i])) {
-			*out = (enum mp_unwind)i;
-			return 0;
-		}
-	}
-	return -EINVAL;
+	return (unsigned int)u <= MP_UNWIND_DWARF ? mp_options[MP_OPT_UNWIND].names[u] : "?";
 }
 
 int mp_engine__drops(const struct mp_engine *e, uint64_t *out, size_t n)

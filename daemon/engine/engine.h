@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "bpf/memprof.h"
+#include "userspace-lib/options.h"
 
 struct mp_engine;
 struct mp_profile;
@@ -124,14 +125,10 @@ enum mp_unwind {
 	MP_UNWIND_DWARF,
 };
 const char *mp_unwind__name(enum mp_unwind u);		/* "auto", "fp", "dwarf" */
-int mp_unwind__parse(const char *s, enum mp_unwind *out);	/* 0 or -EINVAL */
-
-/* The longest duration a profile may ask for (one year, in µs): larger values are refused. */
-#define MP_MAX_DURATION_US	(366ULL * 24 * 3600 * 1000000)
 
 struct mp_profile_opts {
 	size_t sz;
-	double rate;		/* λ per word, (0, 1]; 0 = default 1e-4 */
+	double rate;		/* λ per word, [MP_RATE_MIN, 1]; 0 = MP_RATE_DEFAULT */
 	unsigned int callstack_size;	/* frames; 0 = the maximum */
 	bool no_follow_forks;
 	uint64_t duration_us;	/* stop automatically after this long; 0 = never */
@@ -157,7 +154,13 @@ struct mp_profile_opts {
 	 * CPU, averaged over MP_OVERHEAD_WINDOW_MS; a process over it is detached (its trace
 	 * completed, mp_proc_stats.detached_reason says why). 0 = unlimited. */
 	double max_overhead_pct;
+	/* The options as the user gave them (options.h); mp_profile_opts__set() derives the
+	 * fields above from them. An option without a field above is read from here. */
+	struct mp_opts opt;
 };
+
+/* Set @po's fields from the options @o (checked: mp_opts__check()), @po->opt to @o. */
+void mp_profile_opts__set(struct mp_profile_opts *po, const struct mp_opts *o);
 
 #define MP_OVERHEAD_WINDOW_MS	1000
 

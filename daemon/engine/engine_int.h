@@ -21,7 +21,6 @@
 #include "userspace-lib/estimate.h"
 #include "userspace-lib/codec/outfile.h"
 
-#define MP_DEFAULT_RATE		1e-4
 #define MP_DEFAULT_MAX_ENTRIES	(1u << 20)
 #define MP_DEFAULT_MAX_PROCS	4096
 #define MP_CTX_DROPS_WIDTH	480	/* fixed width of the drops field in the context (drops

@@ -94,6 +94,26 @@ void profile_free(struct mp_profile *p)
 	free(p);
 }
 
+_Static_assert(MP_CALLSTACK_MAX == MP_MAX_STACK, "options.h: the frames BPF records");
+_Static_assert(MP_STACK_COPY_MAX == MP_USTACK_MAX && MP_STACK_COPY_DEFAULT == MP_USTACK_DEFAULT,
+	       "options.h: the stack copies BPF makes");
+
+void mp_profile_opts__set(struct mp_profile_opts *po, const struct mp_opts *o)
+{
+	po->rate = o->rate;
+	po->callstack_size = o->callstack_size;
+	po->no_follow_forks = !o->follow_forks;
+	po->duration_us = o->duration_us;
+	po->format_version = (uint16_t)o->format_version;
+	po->zstd_level = o->zstd ? 3 : 0;
+	po->unwind = (enum mp_unwind)o->unwind;
+	po->stack_copy_size = o->stack_copy_size ? (int)o->stack_copy_size : -1;
+	po->max_overhead_pct = o->max_overhead;
+	po->out_path = o->output.path;
+	po->out_fd = o->output.fd;
+	po->opt = *o;
+}
+
 static bool pid_busy(const struct mp_engine *e, pid_t pid)
 {
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
@@ -197,7 +217,7 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 	p->tail = &p->list;
 	p->state = MP_PROFILE_SAMPLING;
 	if (p->opts.rate == 0)
-		p->opts.rate = MP_DEFAULT_RATE;
+		p->opts.rate = MP_RATE_DEFAULT;
 	if (!p->opts.callstack_size || p->opts.callstack_size > MP_MAX_STACK)
 		p->opts.callstack_size = MP_MAX_STACK;
 	if (!p->opts.format_version)

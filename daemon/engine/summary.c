@@ -254,7 +254,7 @@ static struct json_object *stacks_json(const struct mp_summary *s)
 
 	if (!o)
 		return NULL;
-	add_str(o, "unwind", s->unwind);
+	json_object_object_add(o, "unwind", s->unwind ? json_object_new_string(s->unwind) : NULL);
 	json_object_object_add(o, "stack_copy_size_bytes", json_object_new_int(s->stack_copy_size));
 	json_object_object_add(o, "callstack_size", json_object_new_int64(s->callstack_size));
 	add_u64s(o, counts, N(counts), &s->stacks, true);

@@ -25,7 +25,6 @@
 #include "daemon/service/memprofd.h"
 #include "userspace-lib/client/bus_dict.h"
 #include "userspace-lib/codec/outfile.h"
-#include "userspace-lib/validate.h"
 
 /* A property's value, of its protocol signature (<memprof/bus.h>: NAME_SIG). */
 #define APPEND(reply, name, ...) sd_bus_message_append(reply, name##_SIG, __VA_ARGS__)
@@ -114,100 +113,25 @@ static int set_error(sd_bus_error *error, int r, bool state_op, const char *msg)
 
 /* ------------------------------------------------------------------ org.memprofd.Manager1 */
 
-/* Read one a{sv} option value of the expected type or fail with a clear message. */
-static int read_opt(sd_bus_message *m, const char *key, const char *type, void *out,
-		    sd_bus_error *error)
-{
-	int r = sd_bus_message_read(m, "v", type, out);
-
-	if (r < 0)
-		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
-					 "Option '%s' must be a variant of type '%s'", key, type);
-	return 0;
-}
-
 static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_bus_error *error)
 {
 	int r;
 
+	mp_opts__init(&req->opts);
 	r = sd_bus_message_enter_container(m, 'a', "{sv}");
 	if (r < 0)
 		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 					 "Expected options of type a{sv}");
 	while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
 		const char *key;
-		int b, fd;
+		char msg[512];
 
 		r = sd_bus_message_read(m, "s", &key);
 		if (r < 0)
 			return r;
-		if (!strcmp(key, "rate")) {
-			char msg[128];
-
-			r = read_opt(m, key, "d", &req->rate, error);
-			if (r >= 0 && mp_rate__check(req->rate, msg, sizeof(msg)) < 0)
-				return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID, msg);
-		} else if (!strcmp(key, "callstack_size")) {
-			uint32_t v;
-
-			r = read_opt(m, key, "u", &v, error);
-			req->callstack_size = v;
-		} else if (!strcmp(key, "follow_forks")) {
-			r = read_opt(m, key, "b", &b, error);
-			req->no_follow_forks = !b;
-		} else if (!strcmp(key, "duration_us")) {
-			r = read_opt(m, key, "t", &req->duration_us, error);
-			if (r >= 0 && req->duration_us > MP_MAX_DURATION_US)
-				return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
-							 "Invalid duration %" PRIu64 " us: at "
-							 "most %llu (366 days)",
-							 req->duration_us, MP_MAX_DURATION_US);
-		} else if (!strcmp(key, "format_version")) {
-			r = read_opt(m, key, "q", &req->format_version, error);
-		} else if (!strcmp(key, "zstd")) {
-			r = read_opt(m, key, "b", &b, error);
-			req->zstd = b;
-		} else if (!strcmp(key, "unwind")) {
-			const char *mode;
-
-			r = read_opt(m, key, "s", &mode, error);
-			if (r >= 0 && mp_unwind__parse(mode, &req->unwind))
-				return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
-							 "Invalid unwind mode '%s': fp, dwarf or "
-							 "auto", mode);
-		} else if (!strcmp(key, "stack_copy_size")) {
-			uint32_t v;
-
-			r = read_opt(m, key, "u", &v, error);
-			if (r >= 0 && v > MP_USTACK_MAX)
-				return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
-							 "Invalid stack copy size %u: at most %d "
-							 "bytes", v, MP_USTACK_MAX);
-			req->stack_copy_size = v ? (int)v : -1;
-		} else if (!strcmp(key, "max_overhead")) {
-			r = read_opt(m, key, "d", &req->max_overhead_pct, error);
-			if (r >= 0 && !(req->max_overhead_pct >= 0 && req->max_overhead_pct <= 1e6))
-				return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
-							 "Invalid overhead budget %g: a percentage "
-							 "of one CPU >= 0 (0 = unlimited)",
-							 req->max_overhead_pct);
-		} else if (!strcmp(key, "output")) {
-			r = read_opt(m, key, "h", &fd, error);
-			if (r >= 0) {
-				char msg[256];
-
-				if (mp_outfile__check_fd(fd, msg, sizeof(msg)) < 0)
-					return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID,
-								msg);
-				req->out_fd = fd;	/* owned by the message; the engine dups */
-			}
-		} else {
-			return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
-						 "Unknown option '%s' (known: rate, callstack_size, "
-						 "follow_forks, duration_us, format_version, zstd, "
-						 "output, unwind, stack_copy_size, max_overhead)",
-						 key);
-		}
+		r = mp_opts__read_bus(m, key, &req->opts, msg, sizeof(msg));
+		if (r == -EINVAL || r == -ENOENT)
+			return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID, msg);
 		if (r < 0)
 			return r;
 		r = sd_bus_message_exit_container(m);
@@ -222,7 +146,7 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 static int method_start(sd_bus_message *m, void *userdata, sd_bus_error *error)
 {
 	struct mp_bus_server *s = userdata;
-	struct svc_start_req req = { .out_fd = -1 };
+	struct svc_start_req req = { 0 };
 	struct svc_profile *sp;
 	struct caller c;
 	const void *pids;
@@ -567,9 +491,11 @@ static int profile_add_process(sd_bus_message *m, void *userdata, sd_bus_error *
 	struct mp_bus_server *s = sp->d->bus;
 	struct caller c;
 	uint32_t pid;
+	struct mp_opts o;
 	char err[512];
 	int r, out_fd = -1;
 
+	mp_opts__init(&o);
 	r = get_caller(s, m, &c, error);
 	if (r < 0)
 		return r;
@@ -590,11 +516,12 @@ static int profile_add_process(sd_bus_message *m, void *userdata, sd_bus_error *
 			return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
 						 "Unknown option '%s' (known: "
 						 MEMPROF_BUS_OPT_OUTPUT ")", key);
-		r = read_opt(m, key, MEMPROF_BUS_OPT_OUTPUT_SIG, &out_fd, error);
+		r = mp_opts__read_bus(m, key, &o, err, sizeof(err));
+		if (r == -EINVAL)
+			return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID, err);
 		if (r < 0)
 			return r;
-		if (mp_outfile__check_fd(out_fd, err, sizeof(err)) < 0)
-			return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID, err);
+		out_fd = o.output.fd;
 		r = sd_bus_message_exit_container(m);
 		if (r < 0)
 			return r;

@@ -21,7 +21,7 @@
 
 #include "daemon/service/bus.h"
 #include "daemon/service/memprofd.h"
-#include "userspace-lib/validate.h"
+#include "userspace-lib/options.h"
 
 /* ------------------------------------------------------------------ logging */
 
@@ -87,8 +87,8 @@ void mp_config__defaults(struct mp_config *c)
 {
 	free(c->state_dir);
 	*c = (struct mp_config){
-		.default_rate = MP_DEFAULT_RATE,
-		.callstack_size = MP_MAX_CALLSTACK,
+		.default_rate = MP_RATE_DEFAULT,
+		.callstack_size = MP_CALLSTACK_MAX,
 		.state_dir = strdup(MP_DEFAULT_STATE_DIR),
 		.max_profiles = MP_DEFAULT_MAX_PROFILES,
 		.max_clients = MP_DEFAULT_MAX_CLIENTS,
@@ -162,16 +162,18 @@ int mp_config__load(struct mp_config *c, const char *path, char *err, size_t err
 		*eq = '\0';
 		k = strip(k);
 		v = strip(eq + 1);
-		if (!strcmp(k, "DefaultRate")) {
-			char *end;
+		if (!strcmp(k, "DefaultRate") || !strcmp(k, "CallstackSize")) {
+			/* The defaults of Start's options: read as the option is. */
+			bool rate = !strcmp(k, "DefaultRate");
+			enum mp_opt_id id = rate ? MP_OPT_RATE : MP_OPT_CALLSTACK_SIZE;
+			struct mp_opts o;
 
-			errno = 0;
-			n.default_rate = strtod(v, &end);
-			if (errno || end == v || *end ||
-			    mp_rate__check(n.default_rate, err, err_len) < 0)
-				r = -EINVAL;
-		} else if (!strcmp(k, "CallstackSize")) {
-			r = parse_uint(v, 1, MP_MAX_CALLSTACK, &n.callstack_size);
+			mp_opts__init(&o);
+			r = mp_option__parse(&mp_options[id], v, &o, err, err_len);
+			if (rate)
+				n.default_rate = o.rate;
+			else
+				n.callstack_size = o.callstack_size;
 		} else if (!strcmp(k, "MaxProfiles")) {
 			r = parse_uint(v, 1, MP_HARD_MAX_PROFILES, &n.max_profiles);
 		} else if (!strcmp(k, "MaxProfilesPerUser")) {

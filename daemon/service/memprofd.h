@@ -22,8 +22,6 @@
 
 #define MP_DEFAULT_CONFIG	"/etc/memprofd.conf"
 #define MP_DEFAULT_STATE_DIR	"/var/lib/memprofd"
-#define MP_DEFAULT_RATE		1e-4
-#define MP_MAX_CALLSTACK	127	/* = MP_MAX_STACK of bpf/memprof.h */
 #define MP_DEFAULT_MAX_PROFILES	16
 #define MP_HARD_MAX_PROFILES	1024
 #define MP_DEFAULT_MAX_CLIENTS	64
@@ -134,16 +132,9 @@ struct svc_start_req {
 	size_t npids;
 	uid_t uid;			/* caller */
 	gid_t gid;
-	double rate;			/* 0: the configured default */
-	unsigned int callstack_size;	/* 0: the configured default */
-	bool no_follow_forks;
-	uint64_t duration_us;
-	uint16_t format_version;	/* 0: engine default */
-	bool zstd;
-	int out_fd;			/* -1: traces under the profile's directory */
-	enum mp_unwind unwind;		/* stacks: see enum mp_unwind (0: auto) */
-	int stack_copy_size;		/* 0: engine default, < 0: none */
-	double max_overhead_pct;	/* probe cost budget per process, % of a CPU; 0: none */
+	/* Start's options; rate and callstack_size not set: the configuration's defaults. The
+	 * output's descriptor (-1: traces under the profile's directory) is the message's. */
+	struct mp_opts opts;
 };
 
 /*

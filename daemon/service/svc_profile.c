@@ -22,7 +22,7 @@
 #include "daemon/engine/summary.h"
 #include "daemon/service/bus.h"
 #include "daemon/service/memprofd.h"
-#include "userspace-lib/validate.h"
+#include "userspace-lib/estimate.h"
 
 static int write_owned(const char *tmp, const char *final, const char *text, uid_t uid,
 		       gid_t gid);
@@ -457,6 +457,7 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 {
 	struct mp_profile_opts opts = { .sz = sizeof(opts), .out_fd = -1 };
 	struct svc_profile *sp = NULL;
+	struct mp_opts o;
 	struct mp_profile *p = NULL;
 	char path[128];
 	uint32_t id;
@@ -477,23 +478,15 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 				snprintf(err, err_len, "Process %d is named twice", (int)req->pids[i]);
 				return -EINVAL;
 			}
-	opts.rate = req->rate > 0 ? req->rate : d->cfg.default_rate;
-	r = mp_rate__check(opts.rate, err, err_len);
+	o = req->opts;
+	if (!MP_OPT_IS_SET(&o, RATE))
+		o.rate = d->cfg.default_rate;
+	if (!MP_OPT_IS_SET(&o, CALLSTACK_SIZE))
+		o.callstack_size = d->cfg.callstack_size;
+	r = mp_opts__check(&o, err, err_len);
 	if (r < 0)
 		return r;
-	opts.callstack_size = req->callstack_size ? req->callstack_size : d->cfg.callstack_size;
-	opts.unwind = req->unwind;
-	opts.stack_copy_size = req->stack_copy_size;
-	if (opts.callstack_size > MP_MAX_CALLSTACK) {
-		snprintf(err, err_len, "Invalid callstack size %u: at most %d frames",
-			 opts.callstack_size, MP_MAX_CALLSTACK);
-		return -EINVAL;
-	}
-	if (req->format_version && req->format_version != 2 && req->format_version != 3) {
-		snprintf(err, err_len, "Invalid format version %u: 2 or 3",
-			 (unsigned int)req->format_version);
-		return -EINVAL;
-	}
+	mp_profile_opts__set(&opts, &o);
 	r = check_profile_limits(d, req->uid, err, err_len);
 	if (r < 0)
 		return r;
@@ -513,15 +506,9 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 	if (r < 0)
 		goto err_free;
 
-	opts.no_follow_forks = req->no_follow_forks;
-	opts.duration_us = req->duration_us;
-	opts.out_fd = req->out_fd;
 	opts.out_dir = sp->dir;
 	opts.owner_uid = req->uid;
 	opts.owner_gid = req->gid;
-	opts.format_version = req->format_version;
-	opts.zstd_level = req->zstd ? 3 : 0;
-	opts.max_overhead_pct = req->max_overhead_pct;
 	if (!d->engine) {	/* a service without BPF (tests/fuzz/fuzz_bus.c) */
 		snprintf(err, err_len, "Failed to start profiling: the BPF programs are not "
 			 "loaded");
@@ -552,7 +539,7 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 	sp->owner_uid = req->uid;
 	sp->owner_gid = req->gid;
 	sp->start_realtime_us = now_realtime_us();
-	sp->to_fd = req->out_fd >= 0;
+	sp->to_fd = o.output.fd >= 0;
 	sp->last_state = mp_profile__state(p);
 	sp->next = d->profiles;
 	d->profiles = sp;
@@ -727,6 +714,42 @@ int svc_profile__procs(const struct svc_profile *sp, struct mp_proc_stats **out)
 	return (int)(m < n ? m : n);
 }
 
+/* The manifest's "settings": every option of the table by its key, as the profile has it. */
+static struct json_object *settings_json(const struct mp_opts *o)
+{
+	struct json_object *set = json_object_new_object();
+
+	for (size_t i = 0; i < MP_OPT__COUNT; i++) {
+		const struct mp_option *opt = &mp_options[i];
+		const void *v = (const char *)o + opt->offset;
+		struct json_object *j;
+		char text[64];
+
+		switch (opt->type) {
+		case MP_OPT_T_DOUBLE:
+			j = json_object_new_double(*(const double *)v);
+			break;
+		case MP_OPT_T_UINT:
+			j = json_object_new_int64(*(const uint32_t *)v);
+			break;
+		case MP_OPT_T_BOOL:
+			j = json_object_new_boolean(*(const bool *)v);
+			break;
+		case MP_OPT_T_DURATION:
+			j = json_object_new_uint64(*(const uint64_t *)v);
+			break;
+		case MP_OPT_T_ENUM:
+			mp_option__format(opt, o, text, sizeof(text));
+			j = json_object_new_string(text);
+			break;
+		default:
+			continue;	/* a file: the manifest names the traces */
+		}
+		json_object_object_add(set, opt->key, j);
+	}
+	return set;
+}
+
 static struct json_object *manifest_json(struct memprofd *d, struct svc_profile *sp)
 {
 	const struct mp_profile_opts *o = mp_profile__opts(sp->p);
@@ -749,15 +772,7 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 	json_object_object_add(root, "directory", json_object_new_string(sp->dir));
 	json_object_object_add(root, "first_trace_to_fd", json_object_new_boolean(sp->to_fd));
 
-	set = json_object_new_object();
-	json_object_object_add(set, "rate", json_object_new_double(o->rate));
-	json_object_object_add(set, "callstack_size", json_object_new_int64(o->callstack_size));
-	json_object_object_add(set, "follow_forks", json_object_new_boolean(!o->no_follow_forks));
-	json_object_object_add(set, "duration_us", json_object_new_uint64(o->duration_us));
-	json_object_object_add(set, "format_version",
-			       json_object_new_int(o->format_version ? o->format_version : 2));
-	json_object_object_add(set, "zstd", json_object_new_boolean(o->zstd_level > 0));
-	json_object_object_add(set, "max_overhead_pct", json_object_new_double(o->max_overhead_pct));
+	set = settings_json(&o->opt);
 	json_object_object_add(root, "settings", set);
 
 	procs = json_object_new_array();

@@ -86,7 +86,7 @@ if [ -x "$MEMPROFD" ]; then
 			grep -q '"detached_reason":"probe overhead .* exceeded the budget of 2%"' \
 			"$S/status.json"
 		ok "service: the manifest records the budget and the detach" \
-			bash -c "grep -q '\"max_overhead_pct\":2' '$S'/state/profiles/*/manifest.json &&
+			bash -c "grep -q '\"max_overhead\":2' '$S'/state/profiles/*/manifest.json &&
 				 grep -q '\"detached_reason\":\"probe overhead' '$S'/state/profiles/*/manifest.json"
 		wait "$hpid"
 		ok "service: the detached workload ran to its end" grep -q "^pairs " "$S/hog.out"

@@ -19,13 +19,13 @@ expect "nonexistent command" 127 "Failed to execute '/nonexistent/cmd': No such 
 	-o "$T/a.ctf" -- /nonexistent/cmd
 expect "command not on PATH" 127 "Failed to execute 'no-such-command-xyz'" -- \
 	-o "$T/a.ctf" -- no-such-command-xyz
-expect "rate 0" 2 "Invalid sampling rate 0: it must be in \\[1e-09, 1\\]" -- -r 0 -- true
-expect "rate 2" 2 "Invalid sampling rate 2: it must be in \\[1e-09, 1\\]" -- -r 2 -- true
-expect "rate not a number" 2 "invalid rate '1e-4x'" -- -r 1e-4x -- true
+expect "rate 0" 2 "Invalid sampling rate '0': in \\[1e-9, 1\\]" -- -r 0 -- true
+expect "rate 2" 2 "Invalid sampling rate '2': in \\[1e-9, 1\\]" -- -r 2 -- true
+expect "rate not a number" 2 "Invalid sampling rate '1e-4x'" -- -r 1e-4x -- true
 expect "interval below a word" 2 "invalid interval '4'" -- --interval 4 -- true
-expect "callstack size 0" 2 "invalid callstack size '0'" -- --callstack-size 0 -- true
-expect "callstack size 500" 2 "invalid callstack size '500'" -- --callstack-size 500 -- true
-expect "format version 4" 2 "invalid format version '4'" -- --format-version 4 -- true
+expect "callstack size 0" 2 "Invalid callstack size '0'" -- --callstack-size 0 -- true
+expect "callstack size 500" 2 "Invalid callstack size '500'" -- --callstack-size 500 -- true
+expect "format version 4" 2 "Invalid format version '4'" -- --format-version 4 -- true
 expect "no command" 2 "no command given" --
 expect "unknown option" 2 "unrecognized option" -- --bogus -- true
 expect "process without allocator" 1 \

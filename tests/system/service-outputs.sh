@@ -42,10 +42,10 @@ as_nobody stop "$ID" > /dev/null && as_nobody discard "$ID" > /dev/null
 as_nobody attach -r 1e-300 "$N" > /dev/null 2> "$MP_TMP/err"
 check "attach -r 1e-300: a usage error (exit 2)" [ $? = 2 ]
 check "  ... naming the minimum" \
-	grep -q "Invalid sampling rate 1e-300: it must be in \[1e-09, 1\]" "$MP_TMP/err"
+	grep -q "Invalid sampling rate '1e-300': in \[1e-9, 1\]" "$MP_TMP/err"
 api_nobody start "$N" 4.9e-324 > "$MP_TMP/api" 2>&1
 check "Start with rate 4.9e-324: InvalidArgs, the same sentence" \
-	grep -q "InvalidArgs: Invalid sampling rate 4.94066e-324: it must be in \[1e-09, 1\]" \
+	grep -q "InvalidArgs: Invalid sampling rate '5e-324': in \[1e-9, 1\]" \
 	"$MP_TMP/api"
 api_nobody start "$N" 0.01 append "$D/append.ctf" > "$MP_TMP/api" 2>&1
 check "Start with an O_APPEND descriptor: InvalidArgs naming O_APPEND" \

@@ -70,23 +70,23 @@ expect "attach: PID too large" 2 "^memprofctl attach: invalid PID '99999999999'$
 	-- "$CTL" attach 99999999999
 expect "attach: --rate without value" 2 "^memprofctl attach: option '--rate' requires an argument$" \
 	-- "$CTL" attach --rate
-expect "attach: rate 2" 2 "^memprofctl attach: Invalid sampling rate 2: it must be in \[1e-09, 1\]$" \
+expect "attach: rate 2" 2 "^memprofctl attach: Invalid sampling rate '2': in \[1e-9, 1\]$" \
 	-- "$CTL" attach --rate 2 1
 expect "attach: rate 1e-300, below the minimum" 2 \
-	"^memprofctl attach: Invalid sampling rate 1e-300: it must be in \[1e-09, 1\]$" \
+	"^memprofctl attach: Invalid sampling rate '1e-300': in \[1e-9, 1\]$" \
 	-- "$CTL" attach --rate 1e-300 1
-expect "attach: rate not a number" 2 "^memprofctl attach: invalid rate 'abc'" \
+expect "attach: rate not a number" 2 "^memprofctl attach: Invalid sampling rate 'abc': in \[1e-9, 1\]$" \
 	-- "$CTL" attach -r abc 1
-expect "attach: bad duration" 2 "^memprofctl attach: invalid duration '60x'" \
+expect "attach: bad duration" 2 "^memprofctl attach: Invalid duration '60x'" \
 	-- "$CTL" attach --duration 60x 1
 expect "attach: duration over 366 days" 2 \
-	"^memprofctl attach: invalid duration '18446744073709551s': from 1us to 366 days" \
+	"^memprofctl attach: Invalid duration '18446744073709551s': from 1us to 366 days" \
 	-- "$CTL" attach --duration 18446744073709551s 1
-expect "attach: callstack size 0" 2 "^memprofctl attach: invalid callstack size '0'" \
+expect "attach: callstack size 0" 2 "^memprofctl attach: Invalid callstack size '0': 1 to 127$" \
 	-- "$CTL" attach --callstack-size 0 1
-expect "attach: format version 4" 2 "^memprofctl attach: invalid format version '4'" \
+expect "attach: format version 4" 2 "^memprofctl attach: Invalid format version '4': 2 or 3$" \
 	-- "$CTL" attach --format-version 4 1
-expect "attach: negative overhead budget" 2 "^memprofctl attach: invalid overhead budget '-1'" \
+expect "attach: negative overhead budget" 2 "^memprofctl attach: Invalid overhead budget '-1': in \[0, 1e6\]$" \
 	-- "$CTL" attach --max-overhead -1 1
 expect "attach: no daemon" 1 \
 	"^memprofctl attach: Failed to connect to memprofd at '$tmp/no-daemon-here': No such file or directory" \
@@ -144,20 +144,20 @@ expect "record: --rate then --interval" 2 "^memprofctl record: --rate and --inte
 	-- "$CTL" record --rate 0.1 --interval 64 -- true
 expect "record: --interval then --rate" 2 "^memprofctl record: --rate and --interval exclude each other" \
 	-- "$CTL" record --interval 64 --rate 0.1 -- true
-expect "record: rate 0" 2 "^memprofctl record: Invalid sampling rate 0: it must be in \[1e-09, 1\]$" \
+expect "record: rate 0" 2 "^memprofctl record: Invalid sampling rate '0': in \[1e-9, 1\]$" \
 	-- "$CTL" record -r 0 -- true
 expect "record: rate 1e-300, below the minimum" 2 \
-	"^memprofctl record: Invalid sampling rate 1e-300: it must be in \[1e-09, 1\]$" \
+	"^memprofctl record: Invalid sampling rate '1e-300': in \[1e-9, 1\]$" \
 	-- "$CTL" record -r 1e-300 -- true
 expect "record: an interval beyond the minimum rate" 2 \
-	"^memprofctl record: invalid interval '80000000000': Invalid sampling rate 1e-10" \
+	"^memprofctl record: invalid interval '80000000000': its rate 1e-10 is not in \[1e-9, 1\]$" \
 	-- "$CTL" record --interval 80000000000 -- true
-expect "record: bad unwind mode" 2 "^memprofctl record: invalid unwind mode 'lbr'" \
+expect "record: bad unwind mode" 2 "^memprofctl record: Invalid unwind mode 'lbr': auto, fp or dwarf$" \
 	-- "$CTL" record --unwind lbr -- true
-expect "record: stack copy too large" 2 "^memprofctl record: invalid stack copy size '99999999'" \
+expect "record: stack copy too large" 2 "^memprofctl record: Invalid stack copy size '99999999': 0 to 65536$" \
 	-- "$CTL" record --stack-copy-size 99999999 -- true
 expect "record: bad seed" 2 "^memprofctl record: invalid seed 'x'" -- "$CTL" record --seed x -- true
-expect "record: bad overhead budget" 2 "^memprofctl record: invalid overhead budget 'lots'" \
+expect "record: bad overhead budget" 2 "^memprofctl record: Invalid overhead budget 'lots': in \[0, 1e6\]$" \
 	-- "$CTL" record --max-overhead lots -- true
 
 # ---- memprofd (all refused before it loads BPF or binds anything) --------------------------------

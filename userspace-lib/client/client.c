@@ -22,6 +22,7 @@
 #include <memprof/client.h>
 
 #include "userspace-lib/client/bus_dict.h"
+#include "userspace-lib/client/client_int.h"
 
 /* memprofd's errors as errno values (<memprof/bus.h>); sd-bus maps unknown names to EIO. */
 static const sd_bus_error_map memprof_errors[] = {
@@ -172,14 +173,55 @@ const char *memprof_client__errmsg(const struct memprof_client *c)
 #define OPT(o, field) \
 	((o)->sz >= offsetof(__typeof__(*(o)), field) + sizeof((o)->field) ? (o)->field : 0)
 
+/* The public options as the table's: a field of the caller's left 0 is not set. */
+static int start_opts(const struct memprof_client_start_opts *o, int out_fd, struct mp_opts *v)
+{
+	const char *unwind = OPT(o, unwind);
+	int stack_copy = OPT(o, stack_copy_size);
+	char err[128];
+
+	mp_opts__init(v);
+#define SET(ID, field, value) do { v->field = (value); v->set |= 1u << MP_OPT_##ID; } while (0)
+	if (OPT(o, rate) > 0)
+		SET(RATE, rate, o->rate);
+	if (OPT(o, callstack_size))
+		SET(CALLSTACK_SIZE, callstack_size, o->callstack_size);
+	if (OPT(o, no_follow_forks))
+		SET(FOLLOW_FORKS, follow_forks, false);
+	if (OPT(o, duration_us))
+		SET(DURATION, duration_us, o->duration_us);
+	if (OPT(o, format_version))
+		SET(FORMAT_VERSION, format_version, o->format_version);
+	if (OPT(o, zstd))
+		SET(ZSTD, zstd, true);
+	if (OPT(o, max_overhead) > 0)
+		SET(MAX_OVERHEAD, max_overhead, o->max_overhead);
+	if (stack_copy)
+		SET(STACK_COPY_SIZE, stack_copy_size, stack_copy < 0 ? 0 : (uint32_t)stack_copy);
+#undef SET
+	v->output.fd = out_fd;
+	if (unwind)
+		return mp_option__parse(&mp_options[MP_OPT_UNWIND], unwind, v, err, sizeof(err));
+	return 0;
+}
+
 int memprof_client__start(struct memprof_client *c, const pid_t *pids, size_t n,
 			  const struct memprof_client_start_opts *opts, int out_fd, uint32_t *id)
 {
 	static const struct memprof_client_start_opts none = { .sz = sizeof(none) };
+	struct mp_opts v;
+
+	c->errmsg[0] = '\0';
+	if (start_opts(opts ? opts : &none, out_fd, &v) < 0)
+		return set_err(c, -EINVAL, "Invalid unwind mode '%s'", opts->unwind);
+	return mp_client__start(c, pids, n, &v, id);
+}
+
+int mp_client__start(struct memprof_client *c, const pid_t *pids, size_t n,
+		     const struct mp_opts *o, uint32_t *id)
+{
 	sd_bus_message *m = NULL, *reply = NULL;
-	const struct memprof_client_start_opts *o = opts ? opts : &none;
-	const char *path, *unwind = OPT(o, unwind);
-	int stack_copy = OPT(o, stack_copy_size);
+	const char *path;
 	int32_t *p32;
 	int r;
 
@@ -197,27 +239,8 @@ int memprof_client__start(struct memprof_client *c, const pid_t *pids, size_t n,
 		r = sd_bus_message_append_array(m, 'i', p32, n * sizeof(*p32));
 	if (r >= 0)
 		r = sd_bus_message_open_container(m, 'a', "{sv}");
-	if (r >= 0 && OPT(o, rate) > 0)
-		r = mp_bus_dict_append(m, "rate", "d", o->rate);
-	if (r >= 0 && OPT(o, callstack_size))
-		r = mp_bus_dict_append(m, "callstack_size", "u", (uint32_t)o->callstack_size);
-	if (r >= 0 && OPT(o, no_follow_forks))
-		r = mp_bus_dict_append(m, "follow_forks", "b", 0);
-	if (r >= 0 && OPT(o, duration_us))
-		r = mp_bus_dict_append(m, "duration_us", "t", o->duration_us);
-	if (r >= 0 && OPT(o, format_version))
-		r = mp_bus_dict_append(m, "format_version", "q", o->format_version);
-	if (r >= 0 && OPT(o, zstd))
-		r = mp_bus_dict_append(m, "zstd", "b", 1);
-	if (r >= 0 && OPT(o, max_overhead) > 0)
-		r = mp_bus_dict_append(m, "max_overhead", "d", o->max_overhead);
-	if (r >= 0 && unwind)
-		r = mp_bus_dict_append(m, "unwind", "s", unwind);
-	if (r >= 0 && stack_copy)
-		r = mp_bus_dict_append(m, "stack_copy_size", "u",
-				       (uint32_t)(stack_copy < 0 ? 0 : stack_copy));
-	if (r >= 0 && out_fd >= 0)
-		r = MP_BUS_DICT_PUT(m, MEMPROF_BUS_OPT_OUTPUT, out_fd);
+	if (r >= 0)
+		r = mp_opts__append_bus(m, o);
 	if (r >= 0)
 		r = sd_bus_message_close_container(m);
 	free(p32);
