@@ -410,6 +410,16 @@ static int process_status_item(sd_bus_message *reply, const char *sig,
 	const char *mode = mp_proc_mode__name(ps->mode);
 	uint64_t since;
 	const char *werr = mp_proc_stats__write_error(ps, &since);
+	const struct {
+		const char *key;
+		uint64_t value;
+	} counts[] = {	/* all of signature "t" */
+		{ MEMPROF_PROC_SAMPLED_BLOCKS, ps->samples },
+		{ MEMPROF_PROC_SAMPLES, ps->nsamples },
+		{ MEMPROF_PROC_LIVE_SAMPLES, ps->live_nsamples },
+		{ MEMPROF_PROC_FREED_BLOCKS, ps->frees },
+		{ MEMPROF_PROC_DROPS, ps->drops },
+	};
 	int r;
 
 	r = sd_bus_message_open_container(reply, 'a', "{sv}");
@@ -421,16 +431,8 @@ static int process_status_item(sd_bus_message *reply, const char *sig,
 		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EXITED, (int)ps->exited);
 	if (r >= 0 && mode)
 		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_MODE, mode);
-	if (r >= 0)
-		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_SAMPLED_BLOCKS, ps->samples);
-	if (r >= 0)
-		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_SAMPLES, ps->nsamples);
-	if (r >= 0)
-		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_LIVE_SAMPLES, ps->live_nsamples);
-	if (r >= 0)
-		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_FREED_BLOCKS, ps->frees);
-	if (r >= 0)
-		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_DROPS, ps->drops);
+	for (size_t i = 0; r >= 0 && i < sizeof(counts) / sizeof(counts[0]); i++)
+		r = mp_bus_dict_append(reply, counts[i].key, "t", counts[i].value);
 	if (r >= 0)
 		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EST_ALLOC_BYTES, ps->est_alloc_bytes);
 	if (r >= 0)

@@ -238,6 +238,13 @@ static bool attach_then_exec(struct wl *w, char *const argv[], const struct mp_p
 	return true;
 }
 
+/* The workload's events up to its EXIT (checked), then its end. */
+static void wl_finish(struct wl *w)
+{
+	check(consume_until_exit(w->pid), "exit", "no EXIT event");
+	wl_end(w);
+}
+
 static bool start_profiled(struct wl *w, char *const argv[], const struct mp_proc_cfg *cfg)
 {
 	char why[512];
@@ -445,8 +452,7 @@ static int scenario_basic(void)
 	cfg.flags &= ~MP_PROC_SAMPLING;
 	mp_bpf__proc_set(B, w.pid, &cfg);
 	wl_release(&w);
-	check(consume_until_exit(w.pid), "exit", "no EXIT event");
-	wl_end(&w);
+	wl_finish(&w);
 
 	for (int i = 0; i < 10; i++) {
 		const struct ev *a = find_alloc(pid, 10001 + i);
@@ -523,8 +529,7 @@ static int scenario_cxx(void)
 	if (!start_profiled(&w, argv, &cfg))
 		return 1;
 	pid = w.pid;
-	check(consume_until_exit(w.pid), "exit", "no EXIT event");
-	wl_end(&w);
+	wl_finish(&w);
 	expect_alloc(pid, 20001, MP_KIND_NEW, 0, "wl_news", true, MP_KIND_DELETE, "new");
 	expect_alloc(pid, 20002, MP_KIND_NEW, 0, "wl_news", true, MP_KIND_DELETE, "new-array");
 	expect_alloc(pid, 20003, MP_KIND_NEW, 0, "wl_news", true, MP_KIND_DELETE, "new-nothrow");
@@ -548,8 +553,7 @@ static int scenario_fork(void)
 	if (!start_profiled(&w, argv, &cfg))
 		return 1;
 	pid = w.pid;
-	check(consume_until_exit(w.pid), "exit", "no EXIT event");
-	wl_end(&w);
+	wl_finish(&w);
 	for (size_t i = 0; i < nevs; i++) {
 		if (evs[i].type == MP_EV_FORK && evs[i].pid == pid)
 			child = evs[i].other;
@@ -585,8 +589,7 @@ static int scenario_exec(void)
 		return 1;
 	if (wl_wait_ready(&w))
 		wl_release(&w);	/* the workload's own sync point */
-	check(consume_until_exit(w.pid), "exit", "no EXIT event");
-	wl_end(&w);
+	wl_finish(&w);
 	for (size_t i = 0; i < nevs; i++)
 		if (evs[i].type == MP_EV_EXEC && evs[i].pid == (uint32_t)w.pid)
 			exec_seen = true;
@@ -611,8 +614,7 @@ static int scenario_threads(void)
 		return 1;
 	check(mp_bpf__attach(B, w.pid, why, sizeof(why)) == 0, "attach-idempotent",
 	      "a second mp_bpf__attach attached more probes");
-	check(consume_until_exit(w.pid), "exit", "no EXIT event");
-	wl_end(&w);
+	wl_finish(&w);
 	for (int t = 0; t < 4; t++) {
 		for (size_t i = 0; i < nevs; i++) {
 			if (evs[i].type != MP_EV_ALLOC || evs[i].pid != (uint32_t)w.pid ||
@@ -666,8 +668,7 @@ static int scenario_dlopen(void)
 		return 1;
 	consume_pending();
 	wl_release(&w);
-	check(consume_until_exit(w.pid), "exit", "no EXIT event");
-	wl_end(&w);
+	wl_finish(&w);
 	check(count(MP_EV_ALLOC, pid, 20777, MP_KIND_NEW) == 1, "dlopened-new",
 	      "%zu events for operator new(20777) from a dlopen'd libstdc++",
 	      count(MP_EV_ALLOC, pid, 20777, 0));
@@ -705,8 +706,7 @@ static int scenario_foreign(void)
 	if (!start_profiled(&w, argv, &cfg))
 		return 1;
 	wl_release(&other);
-	check(consume_until_exit(w.pid), "exit", "no EXIT event");
-	wl_end(&w);
+	wl_finish(&w);
 	wl_end(&other);
 	mp_bpf__consume(B);
 	check(count(MP_EV_ALLOC, w.pid, 12001, MP_KIND_MALLOC) == 2000, "profiled-allocs",
