@@ -61,12 +61,7 @@ check "preload: frees of sampled blocks are recorded after stop" wait_until 10 \
 phases_do "$F" USR1 allocated
 check "preload: allocations after stop are not sampled" \
 	[ "$(field_of "$ID" "$F" sampled_blocks)" = "$SF" ]
-check "discard" eval "ctl discard $ID | grep -q 'Profile $ID discarded'"
-TRACE=$STATE/profiles/$ID/$F-svc_phases.ctf
-check "preload trace under the state directory" [ -s "$TRACE" ]
-read -r A C < <(trace_counts "$TRACE")
-check "preload trace holds every sample ($A) and every free ($C) (strict reader)" \
-	[ "$A" = "$SF" -a "$C" = "$SF" ]
+discard_checked "$ID" "$F" "$SF" preload
 check "the trace says mode=preload" eval "'$MEMPROFCTL' dump '$TRACE' | grep -q 'mode=preload'"
 
 # After discard nothing is attached: a new profile of the same process works again.

@@ -123,6 +123,18 @@ trace_counts() {
 		END {print a + 0, c + 0}'
 }
 
+# discard_checked ID PID BLOCKS [WHAT]: discard profile ID; PID's trace in the state directory
+# holds BLOCKS allocs and BLOCKS frees (strict reader). Sets $TRACE.
+discard_checked() {
+	local id=$1 pid=$2 n=$3 what=${4:+$4 } a c
+	check "discard" eval "ctl discard $id | grep -q 'Profile $id discarded'"
+	TRACE=$STATE/profiles/$id/$pid-svc_phases.ctf
+	check "${what}trace under the state directory" [ -s "$TRACE" ]
+	read -r a c < <(trace_counts "$TRACE")
+	check "${what}trace holds every sample ($a) and every free ($c) (strict reader)" \
+		[ "$a" = "$n" -a "$c" = "$n" ]
+}
+
 svc_cleanup() {
 	local p
 	if [ -f "$MP_TMP/workload.pids" ]; then

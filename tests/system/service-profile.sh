@@ -26,12 +26,7 @@ check "no new samples after stop" [ "$(proc_field "$ID" sampled_blocks)" = "$SAM
 phases_do "$W" USR1 allocated
 check "allocations after stop are not sampled" [ "$(proc_field "$ID" sampled_blocks)" = "$SAMPLES" ]
 check "status shows stopped" eval "ctl status $ID | grep -q '^Profile $ID: stopped'"
-check "discard" eval "ctl discard $ID | grep -q 'Profile $ID discarded'"
-TRACE=$STATE/profiles/$ID/$W-svc_phases.ctf
-check "trace under the state directory" [ -s "$TRACE" ]
-read -r A C < <(trace_counts "$TRACE")
-check "trace holds every sample ($A) and every free ($C) (strict reader)" \
-	[ "$A" = "$SAMPLES" -a "$C" = "$SAMPLES" ]
+discard_checked "$ID" "$W" "$SAMPLES"
 check "manifest says complete" /usr/bin/python3 -c '
 import json, sys
 m = json.load(open(sys.argv[1]))
