@@ -44,10 +44,11 @@ BINS += $(PL_LIB) $(dir $(PL_LIB))$(PL_SONAME)
 .PHONY: install-preload
 install-preload: $(PL_LIB)
 	$(call msg,INSTALL,libmemprof-preload)
-	$(Q)$(INSTALL) -d $(DESTDIR)$(libdir) $(DESTDIR)$(includedir)/memprof $(DESTDIR)$(mandir)/man8
+	$(Q)$(INSTALL) -d $(DESTDIR)$(libdir) $(DESTDIR)$(mandir)/man8
 	$(Q)$(INSTALL) -m 755 $(PL_LIB) $(DESTDIR)$(libdir)/$(PL_SONAME)
 	$(Q)ln -sf $(PL_SONAME) $(DESTDIR)$(libdir)/libmemprof-preload.so
-	$(Q)$(INSTALL) -m 644 userspace-lib/include/memprof/preload.h $(DESTDIR)$(includedir)/memprof/
+	@# <memprof/preload.h> is one of libmemprof's headers (install-lib): installing it here
+	@# too raced with that copy under make -j.
 	$(Q)$(INSTALL) -m 644 man/libmemprof-preload.8 $(DESTDIR)$(mandir)/man8/
 
 install: install-preload
