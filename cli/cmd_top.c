@@ -3,9 +3,10 @@
  * memprofctl top: a live view of a running profile's sites, refreshed every --delay seconds.
  *
  * Each refresh reads the traces as they are on disk (a trace being written is a readable
- * prefix; memprofd and record flush every trace at least once a second) into two report models
- * (report/report.h): the whole trace, for the bytes live now and allocated so far, and the last
- * interval alone, for the allocation rate. Sites are joined by their key. On a terminal the
+ * prefix; memprofd and record flush every trace at least once a second) into one report model
+ * (report/report.h), analysed twice: over the last interval alone, for the allocation rate,
+ * then over the whole traces, for the bytes live now and allocated so far; sites are joined by
+ * their key. On a terminal the
  * view is redrawn in place and keys change it; otherwise each refresh prints a plain table.
  */
 #include <errno.h>
@@ -32,7 +33,7 @@ enum top_sort { TOP_LIVE, TOP_RATE, TOP_ALLOCATED };
 static const char *const sort_names[] = { "live", "rate", "allocated" };
 
 struct top_row {
-	const char *key;		/* into the whole-trace model */
+	char *key;
 	struct rp_est live, allocated, rate;
 };
 
@@ -175,33 +176,26 @@ static int resolve_target(struct top *t, const char *arg)
 	return 0;
 }
 
-/* A model of @t's traces over [since, until] µs on the model's axis (both 0: everything). */
-static int load_model(const struct top *t, bool window, uint64_t since, uint64_t until,
-		      struct rp_model **ret)
+/* @t's traces, as they are on disk now, in one model (not analysed yet). */
+static int load_model(const struct top *t, struct rp_model **ret)
 {
 	struct rp_options o = { .by = t->by, .top = 1, .tail = 0.1, .points = 2, .quiet = true };
-	struct rp_model *m;
+	struct rp_model *m = rp_model__new(&o);
 	char err[256];
 	int r = 0;
 
-	o.has_since = o.has_until = window;
-	o.since_us = since;
-	o.until_us = until;
-	m = rp_model__new(&o);
 	if (!m)
 		return -errno;
 	for (size_t i = 0; i < t->npaths && !r; i++) {
 		err[0] = 0;
 		r = rp_model__load(m, t->paths[i], err, sizeof(err));
-		/* a process' trace not written yet is not an error of the view */
-		if (r == -ENOENT || (r < 0 && window))
-			r = 0;
-		else if (r < 0)
+		if (r == -ENOENT) {
+			r = 0;	/* a process' trace not created yet is not an error of the view */
+		} else if (r < 0) {
 			fprintf(stderr, "memprofctl top: Failed to read '%s': %s\n", t->paths[i],
 				err[0] ? err : strerror(-r));
+		}
 	}
-	if (!r && m->nblocks)
-		r = rp_model__analyze(m);
 	if (r < 0) {
 		rp_model__free(m);
 		return r;
@@ -210,59 +204,117 @@ static int load_model(const struct top *t, bool window, uint64_t since, uint64_t
 	return 0;
 }
 
-static const struct rp_site *site_by_key(const struct rp_model *m, const char *key)
+/* The end of @m's time axis: its last event, µs from the axis' origin. */
+static uint64_t axis_end(const struct rp_model *m)
 {
-	for (size_t i = 0; i < m->nsites; i++)
-		if (!strcmp(m->sites[i].key, key))
-			return &m->sites[i];
-	return NULL;
+	uint64_t end = 0;
+
+	for (size_t i = 0; i < m->ntraces; i++) {
+		const struct rp_trace *tr = &m->traces[i];
+		uint64_t e = tr->start_us - m->t0_us + tr->end_us;
+
+		if (e > end)
+			end = e;
+	}
+	return end;
 }
 
-static double sort_value(const struct top *t, const struct top_row *r)
+struct site_rate {
+	char *key;
+	struct rp_est bytes;		/* allocated over the last interval */
+};
+
+static int rate_cmp(const void *a, const void *b)
 {
-	switch (t->sort) {
+	return strcmp(((const struct site_rate *)a)->key, ((const struct site_rate *)b)->key);
+}
+
+static int row_cmp(const void *a, const void *b, void *ctx)
+{
+	const struct top_row *x = a, *y = b;
+	const struct rp_est *ex, *ey;
+
+	switch (*(const enum top_sort *)ctx) {
 	case TOP_RATE:
-		return r->rate.est;
+		ex = &x->rate, ey = &y->rate;
+		break;
 	case TOP_ALLOCATED:
-		return r->allocated.est;
+		ex = &x->allocated, ey = &y->allocated;
+		break;
 	default:
-		return r->live.est;
+		ex = &x->live, ey = &y->live;
+		break;
 	}
+	return ex->est < ey->est ? 1 : ex->est > ey->est ? -1 : strcmp(x->key, y->key);
 }
 
-static const struct top *sorting;
-
-static int row_cmp(const void *a, const void *b)
+static void rows_free(struct top *t)
 {
-	double x = sort_value(sorting, a), y = sort_value(sorting, b);
-
-	return x < y ? 1 : x > y ? -1 : strcmp(((const struct top_row *)a)->key,
-					       ((const struct top_row *)b)->key);
-}
-
-/* The rows of @all, with the rate from @last (the last @secs seconds; NULL: none yet). */
-static int build_rows(struct top *t, const struct rp_model *all, const struct rp_model *last,
-		      double secs)
-{
+	for (size_t i = 0; i < t->nrows; i++)
+		free(t->row[i].key);
 	free(t->row);
+	t->row = NULL;
 	t->nrows = 0;
-	t->row = calloc(all->nsites ? all->nsites : 1, sizeof(*t->row));
-	if (!t->row)
-		return -ENOMEM;
-	for (size_t i = 0; i < all->nsites; i++) {
-		const struct rp_site *s = &all->sites[i];
-		const struct rp_site *l = last ? site_by_key(last, s->key) : NULL;
-		struct top_row *r = &t->row[t->nrows++];
+}
 
-		r->key = s->key;
-		r->live = s->live_bytes;
-		r->allocated = s->bytes;
-		if (l)
-			r->rate = (struct rp_est){ l->bytes.est / secs, l->bytes.var / (secs * secs) };
+/*
+ * @m analysed twice: over the last @secs seconds (each site's bytes allocated then, by key),
+ * then over the whole traces (live and allocated bytes, the totals draw() shows); the rows
+ * join the two and are sorted by the view's key.
+ */
+static int build_rows(struct top *t, struct rp_model *m, double secs)
+{
+	uint64_t end = axis_end(m), len = (uint64_t)(secs * 1e6);
+	struct site_rate *rates = NULL;
+	size_t nrates = 0;
+	int r = 0;
+
+	rows_free(t);
+	if (!m->nblocks)
+		return 0;
+	m->opts.has_since = m->opts.has_until = true;
+	m->opts.since_us = end > len ? end - len : 0;
+	m->opts.until_us = end;
+	r = rp_model__analyze(m);
+	if (r == 0 && m->nsites && !(rates = calloc(m->nsites, sizeof(*rates))))
+		r = -ENOMEM;
+	for (size_t i = 0; r == 0 && i < m->nsites; i++, nrates++) {
+		rates[i].key = strdup(m->sites[i].key);
+		rates[i].bytes = m->sites[i].bytes;
+		if (!rates[i].key)
+			r = -ENOMEM;
 	}
-	sorting = t;
-	qsort(t->row, t->nrows, sizeof(*t->row), row_cmp);
-	return 0;
+	if (r == 0) {
+		qsort(rates, nrates, sizeof(*rates), rate_cmp);
+		m->opts.has_since = m->opts.has_until = false;
+		r = rp_model__analyze(m);
+	}
+	if (r == 0 && m->nsites && !(t->row = calloc(m->nsites, sizeof(*t->row))))
+		r = -ENOMEM;
+	for (size_t i = 0; r == 0 && i < m->nsites; i++) {
+		const struct rp_site *s = &m->sites[i];
+		struct site_rate k = { .key = s->key }, *l;
+		struct top_row *row = &t->row[t->nrows];
+
+		row->key = strdup(s->key);
+		if (!row->key) {
+			r = -ENOMEM;
+			break;
+		}
+		t->nrows++;
+		row->live = s->live_bytes;
+		row->allocated = s->bytes;
+		l = bsearch(&k, rates, nrates, sizeof(*rates), rate_cmp);
+		if (l)
+			row->rate = (struct rp_est){ l->bytes.est / secs,
+						     l->bytes.var / (secs * secs) };
+	}
+	if (r == 0)
+		qsort_r(t->row, t->nrows, sizeof(*t->row), row_cmp, &t->sort);
+	for (size_t i = 0; i < nrates; i++)
+		free(rates[i].key);
+	free(rates);
+	return r;
 }
 
 /* "12.3 MiB ± 1.2 MiB" in a column of @w characters. */
@@ -295,13 +347,13 @@ static void draw(struct top *t, const struct rp_model *all, double secs, FILE *f
 	if (t->tty)
 		fputs("\033[H\033[2J", f);
 	fprintf(f, "memprofctl top - %s - %zu trace%s, %zu site%s by %s, sorted by %s%s\n", when,
-		all ? all->ntraces : 0, all && all->ntraces == 1 ? "" : "s", t->nrows,
+		all->ntraces, all->ntraces == 1 ? "" : "s", t->nrows,
 		t->nrows == 1 ? "" : "s", rp_by_name(t->by), sort_names[t->sort],
 		t->profile_done ? " (profile no longer sampling)" : "");
 	fputs("Live ", f);
-	put_est(f, all ? &all->total_live_bytes : &rate, "", 0);
+	put_est(f, &all->total_live_bytes, "", 0);
 	fputs("   allocated ", f);
-	put_est(f, all ? &all->total_bytes : &rate, "", 0);
+	put_est(f, &all->total_bytes, "", 0);
 	fprintf(f, "   rate over %.1f s ", secs);
 	put_est(f, &rate, "/s", 0);
 	fputs("\n\n", f);
@@ -326,33 +378,25 @@ static void draw(struct top *t, const struct rp_model *all, double secs, FILE *f
 /* One refresh: read, join, draw. */
 static int refresh(struct top *t, double secs)
 {
-	struct rp_model *all = NULL, *last = NULL;
-	uint64_t t0, t1;
+	struct rp_model *m = NULL;
 	int r;
 
 	if (t->from_daemon && (r = profile_paths(t)) < 0)
 		return r;
-	r = load_model(t, false, 0, 0, &all);
+	r = load_model(t, &m);
 	if (r < 0)
 		return r;
-	if (all->nblocks && rp_model__span(all, &t0, &t1) && t1 > all->t0_us) {
-		uint64_t end = t1 - all->t0_us, len = (uint64_t)(secs * 1e6);
-
-		r = load_model(t, true, end > len ? end - len : 0, end, &last);
-	}
+	r = build_rows(t, m, secs);
 	if (r == 0)
-		r = build_rows(t, all, last, secs);
-	if (r == 0)
-		draw(t, all, secs, stdout);
-	rp_model__free(last);
-	rp_model__free(all);
-	if (r < 0)
+		draw(t, m, secs, stdout);
+	else
 		fprintf(stderr, "memprofctl top: Failed to build the view: %s\n", strerror(-r));
+	rp_model__free(m);
 	return r;
 }
 
-/* Wait up to @us for a key; act on it. Returns true when a key changed the view. */
-static bool wait_key(struct top *t, uint64_t us)
+/* Wait up to @us, or until a key comes (then act on it: the next refresh is at once). */
+static void wait_key(struct top *t, uint64_t us)
 {
 	struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
 	char c;
@@ -361,27 +405,18 @@ static bool wait_key(struct top *t, uint64_t us)
 		struct timespec ts = { .tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000 };
 
 		nanosleep(&ts, NULL);
-		return false;
+		return;
 	}
 	if (poll(&pfd, 1, (int)(us / 1000)) <= 0 || read(STDIN_FILENO, &c, 1) != 1)
-		return false;
-	switch (c) {
-	case 'q':
-	case 'Q':
+		return;
+	if (c == 'q' || c == 'Q')
 		top_quit = 1;
-		return false;
-	case 'l':
+	else if (c == 'l')
 		t->sort = TOP_LIVE;
-		return true;
-	case 'r':
+	else if (c == 'r')
 		t->sort = TOP_RATE;
-		return true;
-	case 'a':
+	else if (c == 'a')
 		t->sort = TOP_ALLOCATED;
-		return true;
-	default:
-		return false;
-	}
 }
 
 int cmd_top(int argc, char **argv)
@@ -418,19 +453,22 @@ int cmd_top(int argc, char **argv)
 			break;
 		}
 		case 'n':
-		case 't':
+		case 't': {
+			long v;
+
 			errno = 0;
-			iterations = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || iterations < 1 || iterations > 1000000) {
+			v = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || v < 1 || v > 1000000) {
 				fprintf(stderr, "memprofctl top: --%s must be 1 to 1000000, not '%s'\n",
 					c == 'n' ? "iterations" : "top", optarg);
 				return 2;
 			}
-			if (c == 't') {
-				t.rows = (unsigned int)iterations;
-				iterations = 0;
-			}
+			if (c == 'n')
+				iterations = v;
+			else
+				t.rows = (unsigned int)v;
 			break;
+		}
 		case 's':
 			if ((k = parse_key("sort key", optarg, sort_names, 3)) < 0)
 				return 2;
@@ -488,7 +526,7 @@ int cmd_top(int argc, char **argv)
 		}
 		if ((iterations && ++n >= iterations) || t.profile_done)
 			break;
-		wait_key(&t, t.delay_us);	/* a sort key: the next refresh now */
+		wait_key(&t, t.delay_us);
 	}
 	if (t.tty) {
 		fputs("\033[?25h\033[?1049l", stdout);
@@ -502,7 +540,7 @@ out:
 			free(t.paths[i]);
 		free(t.paths);
 	}
-	free(t.row);
+	rows_free(&t);
 	memprof_client__free(t.cl);
 	return rc;
 }
