@@ -140,7 +140,8 @@ COMP_USES_cli		:= engine report codec client
 COMP_PUBLIC	= userspace-lib/include/memprof/ $(wildcard bpf/*.h) $(wildcard userspace-lib/*.h) \
 		  $(B)/gen/memprof.skel.h $(B)/gen/vmlinux.h
 comp_allowed	= $(COMP_DIR_$(1)) $(COMP_PUBLIC) $(foreach u,$(COMP_USES_$(1)),$(COMP_API_$(u)))
-comp_check	= scripts/check-includes $(1) '$(call comp_allowed,$(1))' \
+comp_check	= CHECK_INCLUDES_BUILD=$(abspath $(B)) scripts/check-includes $(1) \
+		  '$(call comp_allowed,$(1))' \
 		  $(wildcard $(patsubst %.o,%.d,$(COMP_OBJS_$(1))))
 
 $(COMPONENTS): %: $$(COMP_OBJS_%)

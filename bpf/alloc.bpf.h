@@ -107,15 +107,18 @@ static __always_inline void sampled_put(__u32 tgid, __u64 addr, __u32 profile, _
 	}
 }
 
-/* The fixed part of an alloc record: the block, and the frame-pointer walk of the stack. */
-/* The current image's mm->start_stack (mp_alloc_event.start_stack). */
+/*
+ * The current image's mm->start_stack (mp_alloc_event.start_stack): direct BTF loads, no helper
+ * call per hop (as uretprobe_trampoline() reads the mm).
+ */
 static __always_inline __u64 image_start_stack(void)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct mm_struct *mm = bpf_get_current_task_btf()->mm;
 
-	return BPF_CORE_READ(task, mm, start_stack);
+	return mm ? mm->start_stack : 0;
 }
 
+/* The fixed part of an alloc record: the block, and the frame-pointer walk of the stack. */
 static __always_inline void alloc_fill(struct pt_regs *ctx, struct mp_alloc_event *e,
 				       const struct tstate *st, const struct mp_proc_cfg *cfg,
 				       __u64 pid_tgid, __u64 addr)

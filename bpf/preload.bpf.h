@@ -255,10 +255,13 @@ int mp_usdt_free(struct pt_regs *ctx)
 	__u64 pid_tgid = mp_current_ids();
 	__u64 size = offsetof(struct mp_free_batch_event, ids) + 8 * 4;
 	struct mp_preload_target *pt;
-	struct mp_proc_cfg *cfg = pl_target(pid_tgid, &pt);
+	struct mp_proc_cfg *cfg;
 	struct mp_free_batch_event *e;
 
-	if (!cfg || !pt || !id)
+	if (!id)
+		return 0;
+	cfg = pl_target(pid_tgid, &pt);
+	if (!cfg || !pt)
 		return 0;
 	e = data_reserve(size);
 	if (!e)

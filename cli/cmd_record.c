@@ -200,7 +200,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	while ((c = getopt_long(argc, argv, t.shorts, t.longopts, NULL)) != -1) {
 		opt = ctl_opts__option(&t, c);
 		if ((opt && opt->id == MP_OPT_RATE && has_interval) ||
-		    (c == OPT_INTERVAL && MP_OPT_IS_SET(&o->opts, RATE))) {
+		    (c == OPT_INTERVAL && MP_OPT_IS_SET(&o->opts, RATE) && !has_interval)) {
 			fprintf(stderr, "memprofctl record: --rate and --interval exclude each "
 				"other\n");
 			return 2;

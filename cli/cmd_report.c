@@ -164,15 +164,7 @@ int cmd_report(int argc, char **argv)
 			}
 			break;
 		case 'b':
-			if (!strcmp(optarg, "function"))
-				o.by = RP_BY_FUNCTION;
-			else if (!strcmp(optarg, "line"))
-				o.by = RP_BY_LINE;
-			else if (!strcmp(optarg, "stack"))
-				o.by = RP_BY_STACK;
-			else if (!strcmp(optarg, "object"))
-				o.by = RP_BY_OBJECT;
-			else {
+			if (rp_by__parse(optarg, &o.by)) {
 				fprintf(stderr, "memprofctl report: invalid --by '%s' (function, "
 					"line, stack or object)\n", optarg);
 				goto out;

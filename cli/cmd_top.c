@@ -77,7 +77,8 @@ static void top_usage(FILE *f)
 		"Otherwise one plain table per refresh.\n"
 		"\n"
 		"Options:\n"
-		"  -d, --delay SECONDS    refresh interval (default 1; 0.1 to 3600)\n"
+		"  -d, --delay T          refresh interval: 1.5, 500ms, 2m (default 1s; 100ms\n"
+		"                         to 1h)\n"
 		"  -n, --iterations N     stop after N refreshes (default: until q, Ctrl-C or\n"
 		"                         the end of the profile)\n"
 		"  -s, --sort KEY         live (default), rate or allocated\n"
@@ -132,17 +133,14 @@ static int profile_paths(struct top *t)
 	return 0;
 }
 
-/* ID or PID: the profile, and for a PID the process, to show. */
-static int resolve_target(struct top *t, const char *arg)
+/* @num, an ID or a PID: the profile, and for a PID the process, to show. */
+static int resolve_target(struct top *t, uint32_t num)
 {
 	struct memprof_client_entry *v = NULL;
 	struct memprof_client_profile *p;
 	size_t n = 0;
-	uint32_t num;
 	int r;
 
-	if (ctl_parse_id("top", arg, &num) < 0)
-		return -EINVAL;
 	if (ctl_bus_connect(&t->cl, false) < 0)
 		return -ENOTCONN;
 	t->from_daemon = true;
@@ -169,8 +167,8 @@ static int resolve_target(struct top *t, const char *arg)
 			}
 	memprof_client_list__free(v, n);
 	if (!t->id) {
-		fprintf(stderr, "memprofctl top: %s is neither a profile ID nor a process of a "
-			"profile\n", arg);
+		fprintf(stderr, "memprofctl top: %" PRIu32 " is neither a profile ID nor a process "
+			"of a profile\n", num);
 		return -ENOENT;
 	}
 	return 0;
@@ -430,7 +428,6 @@ int cmd_top(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
-	static const char *const by_names[] = { "function", "line", "stack", "object" };
 	struct top t = { .sort = TOP_LIVE, .by = RP_BY_FUNCTION, .delay_us = 1000000 };
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct termios saved, raw;
@@ -441,17 +438,14 @@ int cmd_top(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "d:n:s:b:t:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': {
-			double d = strtod(optarg, &end);
-
-			if (end == optarg || *end || !(d >= 0.1 && d <= 3600)) {
-				fprintf(stderr, "memprofctl top: --delay must be 0.1 to 3600 seconds, "
-					"not '%s'\n", optarg);
+		case 'd':
+			if (mp_parse_duration(optarg, &t.delay_us) || t.delay_us < 100000 ||
+			    t.delay_us > 3600000000ull) {
+				fprintf(stderr, "memprofctl top: --delay must be 100ms to 1h, not '%s'\n",
+					optarg);
 				return 2;
 			}
-			t.delay_us = (uint64_t)(d * 1e6);
 			break;
-		}
 		case 'n':
 		case 't': {
 			long v;
@@ -459,8 +453,8 @@ int cmd_top(int argc, char **argv)
 			errno = 0;
 			v = strtol(optarg, &end, 10);
 			if (errno || end == optarg || *end || v < 1 || v > 1000000) {
-				fprintf(stderr, "memprofctl top: --%s must be 1 to 1000000, not '%s'\n",
-					c == 'n' ? "iterations" : "top", optarg);
+				fprintf(stderr, "memprofctl top: --%s must be 1 to 1000000, "
+					"not '%s'\n", c == 'n' ? "iterations" : "top", optarg);
 				return 2;
 			}
 			if (c == 'n')
@@ -475,9 +469,11 @@ int cmd_top(int argc, char **argv)
 			t.sort = (enum top_sort)k;
 			break;
 		case 'b':
-			if ((k = parse_key("--by key", optarg, by_names, 4)) < 0)
+			if (rp_by__parse(optarg, &t.by)) {
+				fprintf(stderr, "memprofctl top: unknown --by key '%s' (function, line, "
+					"stack or object)\n", optarg);
 				return 2;
-			t.by = (enum rp_by)k;
+			}
 			break;
 		case 'h':
 			top_usage(stdout);
@@ -493,7 +489,11 @@ int cmd_top(int argc, char **argv)
 	}
 	if (argc - optind == 1 && strspn(argv[optind], "0123456789") == strlen(argv[optind]) &&
 	    access(argv[optind], F_OK)) {
-		if (resolve_target(&t, argv[optind]) < 0) {
+		uint32_t num;
+
+		if (ctl_parse_id("top", argv[optind], &num) < 0)
+			return 2;
+		if (resolve_target(&t, num) < 0) {
 			rc = 1;
 			goto out;
 		}
@@ -502,8 +502,8 @@ int cmd_top(int argc, char **argv)
 		t.npaths = (size_t)(argc - optind);
 		for (size_t i = 0; i < t.npaths; i++)
 			if (access(t.paths[i], R_OK)) {
-				fprintf(stderr, "memprofctl top: Cannot read '%s': %s\n", t.paths[i],
-					strerror(errno));
+				fprintf(stderr, "memprofctl top: Cannot read '%s': %s\n",
+					t.paths[i], strerror(errno));
 				return 1;
 			}
 	}

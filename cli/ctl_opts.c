@@ -22,7 +22,7 @@ void ctl_opts__init(struct ctl_opts *t, uint32_t mask, const struct option *extr
 		t->longopts[n++] = (struct option){
 			.name = opt->flag,
 			.has_arg = opt->arg ? required_argument : no_argument,
-			.val = opt->short_flag ? opt->short_flag : (int)(0x1000 + i),
+			.val = opt->short_flag ? opt->short_flag : CTL_OPT_VAL(i),
 		};
 		if (opt->short_flag) {
 			t->shorts[s++] = opt->short_flag;
@@ -41,7 +41,7 @@ const struct mp_option *ctl_opts__option(const struct ctl_opts *t, int c)
 	for (size_t i = 0; i < MP_OPT__COUNT; i++) {
 		const struct mp_option *opt = &mp_options[i];
 
-		if (((t->mask >> i) & 1) && (c == (int)(0x1000 + i) ||
+		if (((t->mask >> i) & 1) && (c == CTL_OPT_VAL(i) ||
 					     (opt->short_flag && c == opt->short_flag)))
 			return opt;
 	}

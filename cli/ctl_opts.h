@@ -13,8 +13,8 @@
 
 #include "userspace-lib/options.h"
 
-/* getopt_long's value of table option ID (one without a short flag). */
-#define CTL_OPT_VAL(ID)		(0x1000 + MP_OPT_##ID)
+/* getopt_long's value for row @i of the table when it has no short flag. */
+#define CTL_OPT_VAL(i)		(0x1000 + (int)(i))
 #define CTL_OPT_BIT(ID)		(1u << MP_OPT_##ID)
 /* The help texts' column. */
 #define CTL_HELP_COL		27

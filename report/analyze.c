@@ -56,7 +56,6 @@ double rp_size_class_max(unsigned int k)
 	return k + 1 < RP_SIZE_CLASSES ? ldexp(8, (int)k) : ldexp(8, (int)k - 1);
 }
 
-/* By the size of the change, growth first between equal sizes, then by name. */
 /*
  * The orders of the site views: descending by one of a site's estimates, or by its change
  * against the base (the larger change first, growth before shrinkage), ties by name so that

@@ -29,6 +29,17 @@ const char *rp_by_name(enum rp_by by)
 	return "?";
 }
 
+int rp_by__parse(const char *s, enum rp_by *by)
+{
+	for (enum rp_by b = RP_BY_FUNCTION; b <= RP_BY_OBJECT; b++) {
+		if (!strcmp(s, rp_by_name(b))) {
+			*by = b;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
 struct rp_model *rp_model__new(const struct rp_options *opts)
 {
 	struct rp_model *m = calloc(1, sizeof(*m));

@@ -267,6 +267,8 @@ int rp_write_pprof(const struct rp_model *m, const char *path);
 
 /* Helpers shared by the outputs. */
 const char *rp_by_name(enum rp_by by);
+/* The --by key named @s (rp_by_name()'s names) into *@by: 0, or -EINVAL. */
+int rp_by__parse(const char *s, enum rp_by *by);
 /*
  * Write @len bytes of @data to @path, "-" for standard output. A file there is replaced only
  * once the new one is complete; a device or FIFO is written as it is (outfile.h). Returns 0

@@ -236,7 +236,8 @@ static int parse_whole(const char *s, double *out)
 	return 0;
 }
 
-int mp_duration__parse(const char *s, uint64_t *us)
+/* A duration (units.h) in [1 µs, MP_MAX_DURATION_US]: -EINVAL, or -ERANGE outside. */
+static int mp_duration__parse(const char *s, uint64_t *us)
 {
 	uint64_t v;
 	int r = mp_parse_duration(s, &v);

@@ -164,8 +164,4 @@ void mp_option__format(const struct mp_option *opt, const struct mp_opts *o, cha
  */
 void mp_option__print_help(FILE *f, const struct mp_option *opt, int col, const char *help);
 
-/* "10", "10s", "500ms", "2m", "1h" into µs: -EINVAL, or -ERANGE outside [1 µs,
- * MP_MAX_DURATION_US]. */
-int mp_duration__parse(const char *s, uint64_t *us);
-
 #endif

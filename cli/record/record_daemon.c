@@ -238,11 +238,7 @@ static int summary_of(const struct record_daemon *rd, const struct memprof_clien
 		s->procs[i].trace = paths[i];
 	}
 	s->losses_daemon_wide = true;
-	for (int i = MP_STAT_RINGBUF_DROPS; i < MP_STAT__MAX; i++)
-		if (i != MP_STAT_NESTED)	/* activity, not a loss */
-			s->loss_names[s->nlosses++] = mp_stat__name(i);
-	for (int i = 0; i < MP_DROP__MAX; i++)
-		s->loss_names[s->nlosses++] = mp_engine_drop__name(i);
+	mp_summary__set_losses(s, NULL, NULL);
 	for (size_t i = 0; i < s->nlosses; i++)
 		s->loss_values[i] = grown(rd->before, after, s->loss_names[i]);
 	s->mechanisms = after ? after->mechanisms : NULL;

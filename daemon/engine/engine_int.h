@@ -78,7 +78,8 @@ struct mp_proc {
 	double overhead_pct;		/* estimate over the last complete window */
 	char *detached_reason;		/* probes removed over budget: why (NULL: not) */
 	uint64_t dwarf_stacks, window_cut, unwind_fallbacks;	/* stacks component */
-	uint64_t image_gone;		/* stacks left out: their image was gone (see image_gone()) */
+	uint64_t image_gone;		/* stacks left out: their image was gone (image_gone()) */
+	uint64_t image_seen, image_gen;	/* image_gone()'s last verdict that it was not */
 	/* AUTO: BPF's stack copies are off while the frame-pointer walk does (copy_adapt()) */
 	bool copy_off;
 	unsigned int fp_streak, copy_backoff;

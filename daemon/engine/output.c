@@ -48,7 +48,8 @@ static void final_drops(const struct mp_proc *pr, char *buf, size_t len)
 		 " bpf_table=%" PRIu64 " missed_returns=%" PRIu64 " stack_errors=%" PRIu64
 		 " ustack_lost=%" PRIu64 " bpf_procs_full=%" PRIu64,
 		 pr->table_full, pr->unmatched, pr->stale, pr->write_errors, pr->stalled,
-		 pr->truncated, pr->window_cut, pr->image_gone, pr->exec_collects, d[MP_STAT_RINGBUF_DROPS],
+		 pr->truncated, pr->window_cut, pr->image_gone, pr->exec_collects,
+		 d[MP_STAT_RINGBUF_DROPS],
 		 d[MP_STAT_TABLE_DROPS], d[MP_STAT_MISSED_RETURNS], d[MP_STAT_STACK_ERRORS],
 		 d[MP_STAT_USTACK_LOST], d[MP_STAT_PROCS_FULL]);
 	if (pr->detached_reason && strlen(buf) + 1 < len)

@@ -98,6 +98,21 @@ void mp_summary__sum(struct mp_summary *s)
 	}
 }
 
+void mp_summary__set_losses(struct mp_summary *s, const uint64_t *stats, const uint64_t *drops)
+{
+	s->nlosses = 0;
+	for (int i = MP_STAT_RINGBUF_DROPS; i < MP_STAT__MAX; i++) {
+		if (i == MP_STAT_NESTED)
+			continue;	/* activity, not a loss */
+		s->loss_values[s->nlosses] = stats ? stats[i] : 0;
+		s->loss_names[s->nlosses++] = mp_stat__name(i);
+	}
+	for (int i = 0; i < MP_DROP__MAX; i++) {
+		s->loss_values[s->nlosses] = drops ? drops[i] : 0;
+		s->loss_names[s->nlosses++] = mp_engine_drop__name(i);
+	}
+}
+
 int mp_summary__from_profile(struct mp_summary *s, struct mp_engine *e, struct mp_profile *p,
 			     const uint64_t *base)
 {
@@ -122,19 +137,12 @@ int mp_summary__from_profile(struct mp_summary *s, struct mp_engine *e, struct m
 
 	mp_engine__stats(e, st, MP_STAT__MAX);
 	mp_engine__drops(e, drops, MP_DROP__MAX);
-	for (int i = MP_STAT_RINGBUF_DROPS; i < MP_STAT__MAX; i++) {
-		if (i == MP_STAT_NESTED)
-			continue;	/* activity, not a loss */
-		s->loss_names[s->nlosses] = mp_stat__name(i);
-		s->loss_values[s->nlosses++] = st[i] - base[i];
-	}
-	for (int i = 0; i < MP_DROP__MAX; i++) {
-		s->loss_names[s->nlosses] = mp_engine_drop__name(i);
-		s->loss_values[s->nlosses++] = drops[i];
-	}
+	for (int i = 0; i < MP_STAT__MAX; i++)
+		st[i] -= base[i];	/* since the profile began */
+	mp_summary__set_losses(s, st, drops);
 	s->has_calls = true;
-	s->probed_calls = st[MP_STAT_CALLS] - base[MP_STAT_CALLS];
-	s->sampled_calls = st[MP_STAT_SAMPLED] - base[MP_STAT_SAMPLED];
+	s->probed_calls = st[MP_STAT_CALLS];
+	s->sampled_calls = st[MP_STAT_SAMPLED];
 	s->has_stacks = true;
 	s->unwind = mp_unwind__name(o->unwind);
 	s->stack_copy_size = o->stack_copy_size;

@@ -98,6 +98,12 @@ int mp_summary__from_profile(struct mp_summary *s, struct mp_engine *e, struct m
 int mp_summary__alloc_procs(struct mp_summary *s, size_t n);
 /* Sum @s's processes into @s->total. */
 void mp_summary__sum(struct mp_summary *s);
+/*
+ * The loss counters into @s: BPF's (enum mp_stat, from the ring-buffer drops on, activity left
+ * out), then the engine's (enum mp_engine_drop), valued from @stats and @drops indexed by those
+ * enums (0 where NULL).
+ */
+void mp_summary__set_losses(struct mp_summary *s, const uint64_t *stats, const uint64_t *drops);
 void mp_summary__free(struct mp_summary *s);
 
 /* One process as a JSON object (every key always there: null when not known). NULL: ENOMEM. */

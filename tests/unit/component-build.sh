@@ -54,4 +54,17 @@ elif grep -q "component 'stacks': .*includes 'daemon/probe/target_open.h'" "$tmp
 else
 	bad "stacks without its edge failed for another reason"
 fi
+# A generated header of another component, included by its absolute path in a build directory
+# outside the tree, is checked too; a system header is not.
+printf 'x.o: x.c %s /usr/include/stdio.h\n' "$tmp/b/gen/report/profile.pb-c.h" > "$tmp/x.d"
+if (cd "$src" && CHECK_INCLUDES_BUILD="$tmp/b" scripts/check-includes stacks 'daemon/stacks/' \
+	"$tmp/x.d") > "$tmp/out" 2>&1; then
+	bad "a build directory's header of another component passed the include check"
+elif grep -q "includes '$tmp/b/gen/report/profile.pb-c.h'" "$tmp/out" &&
+     ! grep -q stdio.h "$tmp/out"; then
+	pass "an absolute include from the build directory is checked, a system header is not"
+else
+	bad "the absolute-path include check failed for another reason"
+	cat "$tmp/out"
+fi
 exit $fail

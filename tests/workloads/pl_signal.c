@@ -39,7 +39,8 @@ static uint64_t xorshift(uint64_t *x)
  * On a loaded host (or under UBSan) a handler can take longer than the interval: signals would
  * then run back to back and the main loop would never get past its next instruction. When 1000
  * handlers in a row saw no progress of the main loop, the interval doubles (setitimer() is
- * async-signal-safe), up to 5 ms (still hundreds of handlers a phase); the count of such backoffs is printed.
+ * async-signal-safe), up to 5 ms (still hundreds of handlers a phase); the count of such
+ * backoffs is printed.
  */
 static volatile unsigned long main_ops;
 static long interval_us;

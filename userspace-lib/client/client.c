@@ -173,12 +173,15 @@ const char *memprof_client__errmsg(const struct memprof_client *c)
 #define OPT(o, field) \
 	((o)->sz >= offsetof(__typeof__(*(o)), field) + sizeof((o)->field) ? (o)->field : 0)
 
-/* The public options as the table's: a field of the caller's left 0 is not set. */
-static int start_opts(const struct memprof_client_start_opts *o, int out_fd, struct mp_opts *v)
+/*
+ * The public options as the table's: a field of the caller's left 0 is not set. A bad value is
+ * -EINVAL with the validator's sentence in @err.
+ */
+static int start_opts(const struct memprof_client_start_opts *o, int out_fd, struct mp_opts *v,
+		      char *err, size_t err_len)
 {
 	const char *unwind = OPT(o, unwind);
 	int stack_copy = OPT(o, stack_copy_size);
-	char err[128];
 
 	mp_opts__init(v);
 #define SET(ID, field, value) do { v->field = (value); v->set |= 1u << MP_OPT_##ID; } while (0)
@@ -201,7 +204,7 @@ static int start_opts(const struct memprof_client_start_opts *o, int out_fd, str
 #undef SET
 	v->output.fd = out_fd;
 	if (unwind)
-		return mp_option__parse(&mp_options[MP_OPT_UNWIND], unwind, v, err, sizeof(err));
+		return mp_option__parse(&mp_options[MP_OPT_UNWIND], unwind, v, err, err_len);
 	return 0;
 }
 
@@ -210,10 +213,11 @@ int memprof_client__start(struct memprof_client *c, const pid_t *pids, size_t n,
 {
 	static const struct memprof_client_start_opts none = { .sz = sizeof(none) };
 	struct mp_opts v;
+	char err[256];
 
 	c->errmsg[0] = '\0';
-	if (start_opts(opts ? opts : &none, out_fd, &v) < 0)
-		return set_err(c, -EINVAL, "Invalid unwind mode '%s'", opts->unwind);
+	if (start_opts(opts ? opts : &none, out_fd, &v, err, sizeof(err)) < 0)
+		return set_err(c, -EINVAL, "%s", err);
 	return mp_client__start(c, pids, n, &v, id);
 }
 
