@@ -37,23 +37,19 @@ static void collect_remove(struct mp_engine *e, uint64_t time_us, struct mp_entr
  * engine read it (a lagging engine), so the maps snapshot shows the new image, where its
  * addresses (and its stack copy's CFI) mean nothing. Its block still counts; its frames are
  * left out rather than named after code that was not there.
- */
-/*
+ *
  * @pr remembers the last image found to be the snapshot's (or not knowable) with the snapshot's
  * generation: while both hold, an event costs one lookup without I/O (a process whose maps
  * cannot be read is not read again for each event).
  */
 static bool image_gone(struct mp_engine *e, struct mp_proc *pr, const struct mp_alloc_event *ev)
 {
-	uint64_t image;
-
 	if (!ev->start_stack || !e->sym)
 		return false;
 	if (ev->start_stack == pr->image_seen &&
 	    mp_symbolizer__generation(e->sym, pr->pid) == pr->image_gen)
 		return false;
-	image = mp_symbolizer__image(e->sym, pr->pid);
-	if (image && image != ev->start_stack)
+	if (!mp_symbolizer__image_is(e->sym, pr->pid, ev->start_stack, ev->h.time_ns))
 		return true;
 	pr->image_seen = ev->start_stack;
 	pr->image_gen = mp_symbolizer__generation(e->sym, pr->pid);

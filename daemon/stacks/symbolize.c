@@ -316,14 +316,19 @@ uint64_t mp_symbolizer__generation(struct mp_symbolizer *s, pid_t pid)
 	return p ? p->generation : 0;
 }
 
-uint64_t mp_symbolizer__image(struct mp_symbolizer *s, pid_t pid)
+bool mp_symbolizer__image_is(struct mp_symbolizer *s, pid_t pid, uint64_t image,
+			     uint64_t time_ns)
 {
 	bool fresh = false;
 	struct proc *p;
 	int err = 0;
 
 	p = sym_proc_get(s, pid, &err, &fresh);
-	return p ? p->image : 0;
+	if (!p || !image || !p->image || p->image == image)
+		return true;
+	if (!fresh && !p->gone && p->read_ns < time_ns && sym_proc_read_maps(s, p) == -ESRCH)
+		p->gone = true;
+	return !p->image || p->image == image;
 }
 
 void mp_symbolizer__forget(struct mp_symbolizer *s, pid_t pid)

@@ -10,6 +10,7 @@
 #ifndef MEMPROFD_SYMBOLIZE_H
 #define MEMPROFD_SYMBOLIZE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -144,13 +145,16 @@ int mp_symbolizer__mappings(struct mp_symbolizer *s, pid_t pid,
 uint64_t mp_symbolizer__generation(struct mp_symbolizer *s, pid_t pid);
 
 /*
- * The image @pid's snapshot was read from (taking it if needed): its mm->start_stack, which
- * every exec sets anew (ASLR), read from /proc/PID/stat before and after the maps; 0 when that
- * is unknown (no permission to see it, or an exec during the read). A sample whose image is
- * another one was taken before an exec its address space did not survive: its addresses mean
- * nothing in this snapshot.
+ * Whether @pid's snapshot is of @image, the image a sample taken at @time_ns (CLOCK_MONOTONIC)
+ * says it was taken in: its mm->start_stack, which every exec sets anew (ASLR). The snapshot's
+ * is read from /proc/PID/stat before and after the maps. False means the sample's image is gone:
+ * it was taken before an exec its address space did not survive, and its addresses mean nothing
+ * in this snapshot. A snapshot of another image read before @time_ns is read again first: then
+ * the sample may be the newer one (an exec whose record was lost). True when either image is
+ * unknown (0: no permission to see it, or an exec during the read).
  */
-uint64_t mp_symbolizer__image(struct mp_symbolizer *s, pid_t pid);
+bool mp_symbolizer__image_is(struct mp_symbolizer *s, pid_t pid, uint64_t image,
+			     uint64_t time_ns);
 
 /* libdwfl's standard find_debuginfo callback (build-id path, .gnu_debuglink, debuginfod when
  * DEBUGINFOD_URLS is set), with the debug file's fd made close-on-exec. */

@@ -246,6 +246,34 @@ static bool wanted(const char *site, int n, char **only)
  */
 #define Z_BOUND 4.65
 
+/*
+ * After a failed site check, what the trace says about where samples went: its context (the
+ * drops and losses it counted) and every innermost frame with its samples, largest first.
+ */
+static void explain_sites(const struct trace *t)
+{
+	size_t *order = calloc(t->nsites, sizeof(*order));
+
+	fprintf(stderr, "  context: %s\n", t->context);
+	if (!order)
+		return;
+	for (size_t i = 0; i < t->nsites; i++)
+		order[i] = i;
+	for (size_t i = 1; i < t->nsites; i++)	/* a few dozen sites: insertion sort */
+		for (size_t j = i; j > 0 && t->sites[order[j]].nsamples >
+					    t->sites[order[j - 1]].nsamples; j--) {
+			size_t x = order[j];
+
+			order[j] = order[j - 1];
+			order[j - 1] = x;
+		}
+	for (size_t i = 0; i < t->nsites && i < 12; i++)
+		fprintf(stderr, "  innermost frame %s: %" PRIu64 " samples in %" PRIu64 " blocks\n",
+			t->sites[order[i]].name, t->sites[order[i]].nsamples,
+			t->sites[order[i]].allocs);
+	free(order);
+}
+
 static int cmd_sites(const char *path, const char *truth, int nonly, char **only)
 {
 	char line[512], site[128];
@@ -292,6 +320,8 @@ static int cmd_sites(const char *path, const char *truth, int nonly, char **only
 	fclose(f);
 	if (!checked)
 		result(false, "%s: no TRUTH line to check", truth);
+	if (result_failures)
+		explain_sites(&t);
 	return result_failures ? 1 : 0;
 }
 

@@ -45,7 +45,8 @@ idlepath() {	# symbol -> instructions when the gate is closed: up to the first j
 		END { if (!je || !(tgt in ins) || ins[tgt] !~ /jmp +\*/) print -1; else print je + 1 }'
 }
 # With profiling armed: the gate, the countdown (malloc) or the filter (free), the tail call.
-for f in malloc:9 free:13; do
+# free's filter index is three shifted copies of the address XORed (pl_filter_index()): 17.
+for f in malloc:9 free:17; do
 	n=$(fastpath "${f%:*}")
 	check "fast path: ${f%:*} forwards to the next allocator in $n instructions (<= ${f#*:}, no call/push/lock)" \
 		test -n "$n" -a "${n:-0}" -gt 0 -a "${n:-99}" -le "${f#*:}"

@@ -277,6 +277,50 @@ out:
 	fixture_end(&fx);
 }
 
+/*
+ * The other way round: the snapshot is older than the sample, of the image before an exec
+ * whose record never came (lost in a full ring). The maps are read again, and the new image's
+ * sample keeps its frames.
+ */
+static void test_image_newer(void)
+{
+	uint64_t image, image2 = 0;
+	struct mp_proc_stats s;
+	struct fixture fx;
+
+	if (!fixture_start(&fx, "image-newer.ctf", false, 0))
+		goto out;
+	image = image_of(fx.a.pid);
+	queue_image = image;
+	queue_block(&fx, &fx.a, 0, 0);
+	ASSERT_EQ(mp_engine__process(fx.e), 1, "a sample of the first image");
+	if (!ASSERT_TRUE(write(fx.a.wait_fd, "x", 1) == 1, "the child told to exec"))
+		goto out;
+	fx.a.exec_d = true;
+	for (int i = 0; i < 500 && (!image2 || image2 == image); i++) {
+		usleep(10000);
+		image2 = image_of(fx.a.pid);
+	}
+	if (!ASSERT_TRUE(image2 && image2 != image, "the child exec'd /bin/sleep"))
+		goto out;
+	queue_image = image2;	/* taken after the exec: no EXEC record between */
+	queue_block(&fx, &fx.a, 1, 0);
+	ASSERT_EQ(mp_engine__process(fx.e), 1, "a sample of the new image");
+	ASSERT_TRUE(proc_stats(fx.p, fx.a.pid, &s), "the process' figures");
+	ASSERT_EQ(s.image_gone_stacks, 0, "not taken for a gone image");
+	queue_image = image;	/* one of the first image, read late: that one is gone */
+	queue_block(&fx, &fx.a, 2, 0);
+	ASSERT_EQ(mp_engine__process(fx.e), 1, "a late sample of the first image");
+	ASSERT_TRUE(proc_stats(fx.p, fx.a.pid, &s), "the process' figures");
+	ASSERT_EQ(s.image_gone_stacks, 1, "that one is");
+	queue_proc(MP_EV_EXIT, fx.id, fx.a.pid, fx.a.pid, 0, 0);
+	ASSERT_EQ(mp_engine__process(fx.e), 1, "exit consumed");
+	ASSERT_OK(mp_profile__discard(fx.p), "discard");
+	ASSERT_OK(mp_engine__forget(fx.e, fx.p), "forget");
+out:
+	fixture_end(&fx);
+}
+
 int main(void)
 {
 	RUN(test_samples_and_frees);
@@ -284,6 +328,7 @@ int main(void)
 	RUN(test_stop_discard);
 	RUN(test_lost);
 	RUN(test_image_gone);
+	RUN(test_image_newer);
 	free(fake.queue);
 	return test_exit();
 }

@@ -283,7 +283,9 @@ static void queue_proc(uint32_t type, uint32_t profile, pid_t pid, pid_t tid, pi
  */
 struct child {
 	pid_t pid;
-	int wait_fd;			/* the test's end: closing it lets the child exit */
+	int wait_fd;			/* the test's end: closing it lets the child exit, 'x'
+					 * makes it exec /bin/sleep */
+	bool exec_d;			/* it did: child_end() kills it */
 	uint64_t addr[CHILD_BLOCKS];
 	uint64_t size[CHILD_BLOCKS];
 };
@@ -331,7 +333,8 @@ static bool child_start(struct child *c)
 				close(fd);
 		child_allocate(up[1]);
 		while (read(down[0], &b, 1) > 0)
-			;
+			if (b == 'x')	/* another image (test_image_gone) */
+				execl("/bin/sleep", "sleep", "60", (char *)NULL);
 		for (unsigned int i = 0; i < CHILD_BLOCKS; i++)
 			free(child_sink[i]);
 		_exit(0);
@@ -356,6 +359,8 @@ static void child_end(struct child *c)
 
 	if (c->pid <= 0)
 		return;
+	if (c->exec_d)
+		kill(c->pid, SIGKILL);
 	close(c->wait_fd);
 	waitpid(c->pid, &status, 0);
 	c->pid = 0;

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/unit/chisq.h"
 #include "tests/unit/test.h"
@@ -193,6 +194,42 @@ static void test_table_load(void)
 	ASSERT_TRUE(pl_table_remove(&table, dense_addr(0), &(uint64_t){ 0 }), "removed again");
 }
 
+/*
+ * A size class laid out over several 4 MiB windows (blocks of 512 B to 4 KiB, one in each
+ * slot, up to 64 MiB): its blocks spread over the filter, at most 2 on a counter. An index
+ * that moved a page's line with its window but permuted its granules only by its 64 KiB chunk
+ * put the blocks of 16 windows on one counter, and a block's six buckets could all be full.
+ */
+static void test_filter_spread(void)
+{
+	static uint8_t count[1u << PL_FILTER_BITS];
+	const uintptr_t bases[] = { 0x7f1234000000, 0x55e0c1e3a000, 0x560f00000800 };
+	const struct {
+		uintptr_t stride;
+		int windows;
+	} classes[] = { { 512, 2 }, { 1024, 4 }, { 2048, 8 }, { 2048, 16 }, { 4096, 16 } };
+
+	for (size_t b = 0; b < sizeof(bases) / sizeof(bases[0]); b++) {
+		for (size_t c = 0; c < sizeof(classes) / sizeof(classes[0]); c++) {
+			uintptr_t n = ((uintptr_t)classes[c].windows << 22) / classes[c].stride;
+			unsigned int max = 0;
+
+			memset(count, 0, sizeof(count));
+			for (uintptr_t k = 0; k < n; k++) {
+				uint8_t *x = &count[pl_filter_index(bases[b] + k * classes[c].stride)];
+
+				if (++*x > max)
+					max = *x;
+			}
+			ASSERT_TRUE(max <= 2, "a size class over windows: at most 2 blocks a counter");
+		}
+	}
+	/* ... while a page's 64 granules still share one line of counters */
+	for (uintptr_t g = 0; g < 64; g++)
+		ASSERT_EQ(pl_filter_index(0x55e0c1e3a000 + g * 64) >> 6,
+			  pl_filter_index(0x55e0c1e3a000) >> 6, "one line a page");
+}
+
 /* Threads insert addresses and hand them to the next thread, which removes them. */
 #define T_THREADS	4
 #define T_ROUNDS	200
@@ -259,6 +296,7 @@ int main(void)
 	RUN(test_binomial_small_blocks);
 	RUN(test_binomial_large_blocks);
 	RUN(test_table_basic);
+	RUN(test_filter_spread);
 	RUN(test_table_load);
 	RUN(test_table_threads);
 	return test_exit();

@@ -93,7 +93,7 @@ struct pl_table {
 enum pl_insert_result {
 	PL_INSERTED,
 	PL_ALREADY,	/* address was still there: its free was missed */
-	PL_FULL,	/* both buckets full */
+	PL_FULL,	/* all its candidate buckets full */
 };
 
 /*
@@ -101,14 +101,22 @@ enum pl_insert_result {
  * close in memory read close counters (the 64 granules of a 4 KiB page share one 64-byte line
  * of counters), so the filter's share of the cache follows the heap's working set (1/64 of
  * it): counters picked at random put every free on a line of its own among 1024, an L1 miss
- * a pair once they are all mapped (~1 ns per pair in bench-fast's loop). Address bits 16-31
- * are XORed in: a page's line moves with its window (bits 22-31; glibc's arenas are 64 MiB
- * aligned), so windows do not fold onto the same counters, and its 64 granules are only
- * permuted within the line. A false positive costs a table lookup.
+ * a pair once they are all mapped (~1 ns per pair in bench-fast's loop). Two shifted copies of
+ * the address are XORed in, both constant over a page, so a page's 64 granules stay on one line
+ * and are only permuted there:
+ *  - bits 16-31 move a page's line with its window (bits 22-31; glibc's arenas are 64 MiB
+ *    aligned) and permute its granules by its 64 KiB chunk;
+ *  - bits 22-37 permute its granules by its window too. Without them, windows whose numbers
+ *    differ in their low 4 bits only map whole chunks onto the same counters, granule for
+ *    granule: with a size class spread over a few windows (tcmalloc's 2 KiB class in
+ *    preload-foreign's test), 26 % of the inserts overflowed their first bucket and one run in
+ *    70 found all six candidates of a block full (0 and 5 in 954k with them, replaying the
+ *    same runs).
+ * A false positive costs a table lookup.
  */
 static inline uint32_t pl_filter_index(uintptr_t addr)
 {
-	return (uint32_t)((addr ^ (addr >> 10)) >> 6) & ((1u << PL_FILTER_BITS) - 1);
+	return (uint32_t)((addr >> 6) ^ (addr >> 16) ^ (addr >> 22)) & ((1u << PL_FILTER_BITS) - 1);
 }
 
 /*

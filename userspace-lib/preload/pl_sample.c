@@ -329,6 +329,11 @@ PL_HIDDEN void pl_cross_finish(int64_t r, void *p, size_t size, uint32_t kind)
 		errno = saved;
 		return;
 	}
+	if (track == PL_API_UNTRACKED) {
+		/* not reported (counted in table_full): without its free it would look like a leak */
+		errno = saved;
+		return;
+	}
 	rec.addr = (uintptr_t)p;
 	rec.size = size;
 	rec.nsamples = n;

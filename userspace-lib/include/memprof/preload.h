@@ -148,8 +148,9 @@
  *				it is queued or reported), and arm sampling (tests). The
  *				writes are on the real code path.
  *
- * Limits: at most MEMPROF_PRELOAD_MAX_LIVE sampled blocks are tracked for frees at once;
- * further samples are still reported but their frees are not (counted in table_full).
+ * Limits: at most MEMPROF_PRELOAD_MAX_LIVE sampled blocks are tracked for frees at once. A
+ * sample that cannot be tracked (that limit, or all its table slots taken) is not reported,
+ * since its free would not be, and it would look like a leak: it is counted in table_full.
  * The library must be loaded at startup (LD_PRELOAD or DT_NEEDED): it uses initial-exec TLS,
  * which dlopen() may refuse.
  */
