@@ -42,8 +42,11 @@
 #include "userspace-lib/codec/outfile.h"
 #include "daemon/engine/engine.h"
 
-/* The table's options record takes: all but --duration (CMD's exit ends it). */
-#define RECORD_OPTS	(((1u << MP_OPT__COUNT) - 1) & ~CTL_OPT_BIT(DURATION))
+/* The table's options record takes: all of them (--duration only with -p: CMD's exit ends a
+ * recording of CMD). */
+#define RECORD_OPTS	((1u << MP_OPT__COUNT) - 1)
+
+#define RECORD_MAX_PIDS	64
 
 static void record_usage(FILE *f)
 {
@@ -51,16 +54,24 @@ static void record_usage(FILE *f)
 		[MP_OPT_OUTPUT] = "trace of CMD (default memprof.ctf, memprof.ctf.zst\n"
 				  "with --zstd); forked children write FILE.<pid>",
 		[MP_OPT_FOLLOW_FORKS] = "do not profile CMD's children",
+		[MP_OPT_DURATION] = "with -p: stop after T (e.g. 30s, 5m; default: at\n"
+				    "Ctrl-C or when the processes exit)",
 	};
 
 	fprintf(f,
 		"Usage: memprofctl record [OPTIONS] -- CMD [ARGS...]\n"
+		"       memprofctl record [OPTIONS] -p PID[,PID...] [-d T]\n"
 		"\n"
 		"Run CMD and sample its allocations; write a memtrace trace when it exits.\n"
+		"With -p, sample processes that are running already, in this process (no\n"
+		"memprofd), until Ctrl-C, T or their exit.\n"
 		"\n"
 		"Options:\n");
 	ctl_opts__help(f, RECORD_OPTS, help);
 	fprintf(f,
+		"  -p, --pid PID[,PID...]   profile these running processes (root, or their\n"
+		"                           owner with the ptrace rule): allocations made\n"
+		"                           before the attach are not seen\n"
 		"      --interval BYTES     mean bytes between samples (rate = 8 / BYTES)\n"
 		"      --seed N             seed of the multiplicity PRNG (reproducible runs)\n"
 		"      --preload[=LIB]      run CMD with LD_PRELOAD=libmemprof-preload.so (LIB):\n"
@@ -173,7 +184,51 @@ struct record_opts {
 	const char *preload_lib;	/* --preload=LIB */
 	unsigned int batch;		/* --batch N: MEMPROF_BATCH for CMD, 0: not set */
 	enum record_daemon_mode daemon;	/* --daemon, --no-daemon */
+	pid_t pids[RECORD_MAX_PIDS];	/* -p: running processes instead of CMD */
+	size_t npids;
 };
+
+/* -p PID[,PID...], repeatable. */
+static int parse_pids(const char *arg, struct record_opts *o)
+{
+	char buf[256], *tok, *save = NULL;
+	uint64_t v;
+
+	snprintf(buf, sizeof(buf), "%s", arg);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (parse_u64(tok, &v) || v < 1 || v > INT_MAX) {
+			fprintf(stderr, "memprofctl record: invalid pid '%s'\n", tok);
+			return -EINVAL;
+		}
+		if (o->npids == RECORD_MAX_PIDS) {
+			fprintf(stderr, "memprofctl record: more than %d pids\n", RECORD_MAX_PIDS);
+			return -E2BIG;
+		}
+		o->pids[o->npids++] = (pid_t)v;
+	}
+	return 0;
+}
+
+/* -p: what cannot go with it. -1 if the arguments hold, else the exit status. */
+static int check_pid_args(struct record_opts *o, bool has_cmd)
+{
+	const char *bad = has_cmd ? "a command: -p records running processes, CMD a new one" :
+			  o->preload ? "--preload: a running process cannot be preloaded" :
+			  o->batch ? "--batch: it needs --preload" :
+			  o->daemon == RECORD_DAEMON_REQUIRE ?
+			  "--daemon: -p records in this process ('memprofctl attach' asks memprofd)" :
+			  NULL;
+
+	if (bad) {
+		fprintf(stderr, "memprofctl record: -p does not take %s\n", bad);
+		return 2;
+	}
+	if (!o->opts.output.path)
+		o->opts.output.path = o->opts.zstd ? "memprof.ctf.zst" : "memprof.ctf";
+	o->opts.set |= CTL_OPT_BIT(RATE);
+	mp_profile_opts__set(&o->popts, &o->opts);
+	return -1;
+}
 
 static int parse_args(int argc, char **argv, struct record_opts *o)
 {
@@ -185,6 +240,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		{ "batch", required_argument, NULL, OPT_BATCH },
 		{ "daemon", no_argument, NULL, OPT_DAEMON },
 		{ "no-daemon", no_argument, NULL, OPT_NO_DAEMON },
+		{ "pid", required_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
@@ -196,7 +252,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	int c;
 
 	mp_opts__init(&o->opts);
-	ctl_opts__init(&t, RECORD_OPTS, own, "+h");	/* '+': CMD's own options are not ours */
+	ctl_opts__init(&t, RECORD_OPTS, own, "+hp:");	/* '+': CMD's own options are not ours */
 	while ((c = getopt_long(argc, argv, t.shorts, t.longopts, NULL)) != -1) {
 		opt = ctl_opts__option(&t, c);
 		if ((opt && opt->id == MP_OPT_RATE && has_interval) ||
@@ -252,6 +308,10 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		case OPT_NO_DAEMON:
 			o->daemon = c == OPT_DAEMON ? RECORD_DAEMON_REQUIRE : RECORD_DAEMON_NEVER;
 			break;
+		case 'p':
+			if (parse_pids(optarg, o))
+				return 2;
+			break;
 		case 'h':
 			record_usage(stdout);
 			return 0;
@@ -259,9 +319,16 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			return 2;	/* getopt printed the error line */
 		}
 	}
+	if (o->npids)
+		return check_pid_args(o, optind < argc);
 	if (optind >= argc) {
 		fprintf(stderr, "memprofctl record: no command given; usage: memprofctl record "
-			"[OPTIONS] -- CMD [ARGS...]\n");
+			"[OPTIONS] -- CMD [ARGS...], or -p PID\n");
+		return 2;
+	}
+	if (MP_OPT_IS_SET(&o->opts, DURATION)) {
+		fprintf(stderr, "memprofctl record: --duration needs -p: a recording of CMD ends "
+			"when CMD does\n");
 		return 2;
 	}
 	if (o->batch && !o->preload) {
@@ -384,6 +451,87 @@ static int exit_status(int st)
 	return 1;
 }
 
+/*
+ * record -p PID...: the processes run on; this process samples them until SIGINT, SIGTERM or
+ * SIGHUP, --duration, or the last one's exit, then completes their traces and prints the
+ * summary, as for CMD. Blocks allocated before the attach are never sampled (their frees are
+ * not matched); forked children are followed as memprofd follows them (unless
+ * --no-follow-forks), so a child's first allocations, before its probes are attached, are
+ * missed.
+ */
+static int record_pids(struct record_opts *o)
+{
+	uint64_t base[MP_STAT__MAX] = { 0 };
+	char why[1024], errmsg[1024] = "";
+	struct mp_profile *p = NULL;
+	struct signalfd_siginfo si;
+	struct mp_engine *e = NULL;
+	int sigfd = -1, ret = 1, r;
+	sigset_t mask, old;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &mask, &old);	/* before the engine's threads start */
+	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sigfd < 0) {
+		fprintf(stderr, "memprofctl record: Failed to set up signals: %s\n",
+			strerror(errno));
+		goto out;
+	}
+	o->eopts.log = engine_log;
+	o->eopts.error = why;
+	o->eopts.error_len = sizeof(why);
+	e = mp_engine__new(&o->eopts);
+	if (!e) {
+		fprintf(stderr, "memprofctl record: Failed to load the BPF programs: %s\n", why);
+		goto out;
+	}
+	mp_engine__stats(e, base, MP_STAT__MAX);
+	r = mp_engine__start(e, &o->popts, o->pids, o->npids, &p, errmsg, sizeof(errmsg));
+	if (r) {
+		fprintf(stderr, "memprofctl record: %s\n", errmsg[0] ? errmsg : strerror(-r));
+		goto out;
+	}
+	hand_off_probe_release();
+	/* also with --json: the summary is the last line, and a script waits for this one */
+	fprintf(stderr, "memprofctl record: sampling %zu process(es) from pid %d; Ctrl-C ends "
+		"the recording\n", o->npids, (int)o->pids[0]);
+	while (mp_profile__state(p) == MP_PROFILE_SAMPLING) {
+		struct pollfd pfd[2] = { { .fd = sigfd, .events = POLLIN },
+					 { .fd = mp_engine__fd(e), .events = POLLIN } };
+
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			fprintf(stderr, "memprofctl record: Failed to wait for events: %s\n",
+				strerror(errno));
+			break;
+		}
+		if (pfd[1].revents && (r = mp_engine__process(e)) < 0) {
+			fprintf(stderr, "memprofctl record: Failed to read events: %s\n",
+				strerror(-r));
+			break;
+		}
+		if ((pfd[0].revents & POLLIN) && read(sigfd, &si, sizeof(si)) == sizeof(si))
+			break;	/* a signal ends the recording, not this process */
+	}
+	if (mp_profile__state(p) == MP_PROFILE_SAMPLING)
+		mp_profile__stop(p);
+	mp_engine__process(e);
+	mp_profile__discard(p);
+	print_summary(e, p, base, -1);
+	ret = mp_profile__write_failures(p, write_failure, NULL) ? 1 : 0;
+out:
+	if (sigfd >= 0)
+		close(sigfd);
+	mp_engine__free(e);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return ret;
+}
+
 int cmd_record(int argc, char **argv)
 {
 	struct record_opts o = { .popts = { .sz = sizeof(o.popts), .out_fd = -1 },
@@ -403,6 +551,8 @@ int cmd_record(int argc, char **argv)
 	r = parse_args(argc, argv, &o);
 	if (r >= 0)
 		return r;
+	if (o.npids)
+		return record_pids(&o);
 	if (o.preload && preload_env(&o))
 		return 1;
 	/* One trace fd per followed process: allow as many as we may. */
