@@ -496,9 +496,11 @@ static __always_inline struct tstate *entry_dispatch(struct pt_regs *ctx, __u64 
 	}
 	case MP_SHAPE_POSIX_MEMALIGN:	/* posix_memalign(memptr, align, size) */
 		return alloc_entry(ctx, kind, a3, true, a1);
-	case MP_SHAPE_MMAP:	/* mmap(addr, len, prot, flags, ...): anonymous ones only */
+	case MP_SHAPE_MMAP:
+		/* mmap(addr, len, prot, flags, ...): anonymous ones only, and not PROT_NONE ones:
+		 * those reserve address space (Go's arenas, glibc's thread heaps), no memory */
 		return alloc_entry(ctx, kind, a2, (PT_REGS_PARM4(ctx) & MAP_ANONYMOUS_FLAG) &&
-				   !own_call(ctx, cookie), 0);
+				   a3 != MP_PROT_NONE && !own_call(ctx, cookie), 0);
 	case MP_SHAPE_FREE:	/* free(ptr), operator delete(ptr, ...), munmap(addr, len) */
 		free_entry(ctx, kind, a1);
 		return NULL;

@@ -54,6 +54,7 @@ static __always_inline bool mul_overflows(__u64 n, __u64 size)
 }
 
 #define MAP_ANONYMOUS_FLAG	0x20
+#define MP_PROT_NONE		0	/* mmap(2)'s PROT_NONE */
 #define MAP_FAILED_ADDR		((__u64)-1)
 
 struct {

@@ -300,6 +300,11 @@ static int cmd_sites(const char *path, const char *truth, int nonly, char **only
 			continue;
 		checked++;
 		s = find_site(&t, site);
+		if (w == 0) {	/* not an allocation (a PROT_NONE reservation) */
+			result(s->nsamples == 0, "%s: no samples (not an allocation; %" PRIu64
+			       " samples in %" PRIu64 " blocks)", site, s->nsamples, s->allocs);
+			continue;
+		}
 		est = (double)s->nsamples / lam;
 		se = sqrt((double)w * (1 - lam) / lam);
 		z = (est - (double)w) / se;

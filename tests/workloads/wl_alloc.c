@@ -12,7 +12,8 @@
  *
  *	wl_alloc equal N SIZE [K]  N blocks of SIZE bytes, each freed at once (pause 2 ms
  *	                           every K blocks)
- *	wl_alloc sites SCALE       malloc/calloc/realloc/posix_memalign/aligned_alloc/mmap sites,
+ *	wl_alloc sites SCALE       malloc/calloc/realloc/posix_memalign/aligned_alloc/mmap sites
+ *	                           (and PROT_NONE reservations, which are not allocations),
  *	                           one of them leaking; SCALE (default 1) multiplies the counts
  *	wl_alloc sizes MIB [gate]  about MIB MiB of blocks of each size from 16 B to 1 MiB, one in
  *	                           four leaked; also prints BYTES lines (requested bytes). With
@@ -95,6 +96,43 @@ __attribute__((noipa)) static void *wl_site_mmap(size_t len)
 	return p;
 }
 
+/* Address space reserved as Go's runtime does (PROT_NONE): no memory, not an allocation. */
+__attribute__((noipa)) static void *wl_site_reserve(size_t len)
+{
+	void *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (p == MAP_FAILED)
+		wl_die("mmap");
+	wl_sink = p;
+	return p;
+}
+
+/* ... and committed in pieces, read-write over the reservation (MAP_FIXED): allocations. */
+__attribute__((noipa)) static void *wl_site_commit(void *at, size_t len)
+{
+	void *p = mmap(at, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+		       -1, 0);
+
+	if (p == MAP_FAILED)
+		wl_die("mmap");
+	wl_sink = p;
+	return p;
+}
+
+/* n reservations of 32 MiB, each committed 1 MiB at a time at 8 places, all unmapped again */
+static void reserve_and_commit(long n)
+{
+	for (long i = 0; i < n; i++) {
+		char *r = wl_site_reserve(32 << 20);
+
+		for (int k = 0; k < 8; k++)
+			munmap(wl_site_commit(r + ((size_t)(2 * k + 1) << 20), 1 << 20), 1 << 20);
+		munmap(r, 32 << 20);
+	}
+	truth("wl_site_reserve", 0, 0, 0);
+	truth("wl_site_commit", (uint64_t)n * 8 * words(1 << 20), 0, (uint64_t)n * 8);
+}
+
 /* ---- modes ---- */
 
 static int run_equal(long n, long size, long pause_every)
@@ -126,6 +164,7 @@ static int run_sites(long scale)
 		munmap(p, 1 << 20);
 	}
 	truth("wl_site_mmap", (uint64_t)n_mmap * words(1 << 20), 0, (uint64_t)n_mmap);
+	reserve_and_commit(4 * scale);
 	return 0;
 }
 
