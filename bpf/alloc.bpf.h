@@ -45,6 +45,8 @@ static __always_inline struct tstate *alloc_entry(struct pt_regs *ctx, __u32 kin
 	st->arg = arg;
 	st->old_profile = 0;
 	st->sample_profile = 0;
+	if (kind == MP_KIND_MMAP && (cfg->flags & MP_PROC_NO_MMAP))
+		may_sample = false;
 	if (may_sample && (cfg->flags & MP_PROC_SAMPLING) &&
 	    sample_block(st, cfg, size, &remaining)) {
 		st->sample_profile = cfg->profile;

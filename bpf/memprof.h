@@ -303,6 +303,8 @@ struct mp_proc_cfg {
 						 * probe hits do nothing; exit still reported */
 #define MP_PROC_PRELOAD		(1u << 3)	/* profiled through libmemprof-preload (set by
 						 * the loader): uprobe hits are ignored */
+#define MP_PROC_NO_MMAP		(1u << 9)	/* a Go program (set by the loader): its mmaps
+						 * are the Go runtime's, not sampled */
 #define MP_PROC_PRIVILEGED	(1u << 8)	/* the profile's owner may profile any image
 						 * (root): an exec that raises privileges
 						 * goes on sampling */

@@ -232,22 +232,21 @@ static int attach_obj(struct mp_bpf *b, struct target *t, const struct obj *o, c
  * allocates without malloc), a static executable without symbols (stripped), or none of the
  * allocator families in its objects.
  */
-static void explain_no_alloc(pid_t pid, size_t scanned, char *why, size_t why_len)
+/* What @pid's executable is, from its ELF headers: a Go program, with a symbol table, dynamic. */
+struct exe_facts {
+	bool go, symtab, interp;
+};
+
+static void exe_facts(pid_t pid, struct exe_facts *x)
 {
-	char link[64], exe[PATH_MAX];
-	bool go = false, symtab = false, interp = false;
 	Elf_Scn *scn = NULL;
 	size_t shstrndx, nph;
 	Elf *elf = NULL;
-	ssize_t n;
+	char link[64];
 	int fd;
 
+	memset(x, 0, sizeof(*x));
 	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
-	n = readlink(link, exe, sizeof(exe) - 1);
-	if (n <= 0)
-		snprintf(exe, sizeof(exe), "process %d's executable", pid);
-	else
-		exe[n] = 0;
 	fd = open(link, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0)
 		elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -260,28 +259,43 @@ static void explain_no_alloc(pid_t pid, size_t scanned, char *why, size_t why_le
 				continue;
 			name = elf_strptr(elf, shstrndx, sh.sh_name);
 			if (sh.sh_type == SHT_SYMTAB)
-				symtab = true;
+				x->symtab = true;
 			if (name && (!strcmp(name, ".go.buildinfo") || !strcmp(name, ".gopclntab") ||
 				     !strcmp(name, ".note.go.buildid")))
-				go = true;
+				x->go = true;
 		}
 		if (!elf_getphdrnum(elf, &nph)) {
 			for (size_t i = 0; i < nph; i++) {
 				GElf_Phdr ph;
 
 				if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_INTERP)
-					interp = true;
+					x->interp = true;
 			}
 		}
 	}
 	elf_end(elf);
 	if (fd >= 0)
 		close(fd);
-	if (go)
+}
+
+static void explain_no_alloc(pid_t pid, size_t scanned, char *why, size_t why_len)
+{
+	char link[64], exe[PATH_MAX];
+	struct exe_facts x;
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	if (n <= 0)
+		snprintf(exe, sizeof(exe), "process %d's executable", pid);
+	else
+		exe[n] = 0;
+	exe_facts(pid, &x);
+	if (x.go)
 		snprintf(why, why_len,
 			 "no allocator symbols found in %s (a Go program: the Go runtime's allocator "
 			 "is not probed, only malloc & co. of cgo code)", exe);
-	else if (!interp && !symtab)
+	else if (!x.interp && !x.symtab)
 		snprintf(why, why_len,
 			 "no allocator symbols found in %s (statically linked and stripped?)", exe);
 	else
@@ -326,8 +340,15 @@ int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
 	}
 	if (created || t->pl_recheck) {
 		/* Profiled through libmemprof-preload if the process maps it (not after dlopen:
-		 * then it interposes nothing); after exec the mode is decided again. */
-		int r = pl_attach(b, t);
+		 * then it interposes nothing); after exec the mode is decided again. So is
+		 * whether its mmaps are a Go runtime's. */
+		struct exe_facts x;
+		int r;
+
+		exe_facts(pid, &x);
+		t->go = x.go;
+		proc_flag(b, pid, MP_PROC_NO_MMAP, x.go);
+		r = pl_attach(b, t);
 
 		t->pl_recheck = false;
 		if (r > 0) {

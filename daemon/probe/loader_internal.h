@@ -142,6 +142,7 @@ struct target {
 	/* Profiled through libmemprof-preload (its USDT probes) instead of allocator uprobes. */
 	bool preload;
 	bool pl_recheck;	/* exec'd: decide the mode again at the next attach */
+	bool go;		/* a Go program: its mmaps are the runtime's (MP_PROC_NO_MMAP) */
 	uint8_t pl_pending;	/* ld.so rendezvous after exec that may still map the library */
 	dev_t pl_dev;		/* the library's file */
 	ino_t pl_ino;
@@ -209,6 +210,7 @@ int rb_event(void *ctx, void *data, size_t size);
 void sampled_purge(struct mp_bpf *b, pid_t pid, uint64_t before_ns);
 int procs_fd(struct mp_bpf *b);
 void procs_changed(struct mp_bpf *b);
+void proc_flag(struct mp_bpf *b, pid_t pid, uint32_t flag, bool on);
 
 /* discover.c: the allocator symbols of an object, cached */
 struct obj *obj_get(struct mp_bpf *b, const char *path, const struct stat *st, int fd);

@@ -74,6 +74,20 @@ void procs_changed(struct mp_bpf *b)
 	__atomic_fetch_add(&b->skel->bss->mp_procs_epoch, 1, __ATOMIC_SEQ_CST);
 }
 
+/* Set or clear a flag the loader owns (MP_PROC_PRELOAD, MP_PROC_NO_MMAP) in @pid's "procs"
+ * entry, if it has one. */
+void proc_flag(struct mp_bpf *b, pid_t pid, uint32_t flag, bool on)
+{
+	struct mp_proc_cfg cfg;
+	uint32_t key = (uint32_t)pid;
+
+	if (bpf_map_lookup_elem(procs_fd(b), &key, &cfg))
+		return;
+	cfg.flags = on ? cfg.flags | flag : cfg.flags & ~flag;
+	if (!bpf_map_update_elem(procs_fd(b), &key, &cfg, BPF_EXIST))
+		procs_changed(b);
+}
+
 int mp_bpf__proc_set(struct mp_bpf *b, pid_t pid, const struct mp_proc_cfg *cfg)
 {
 	uint32_t key = pid;
@@ -85,9 +99,11 @@ int mp_bpf__proc_set(struct mp_bpf *b, pid_t pid, const struct mp_proc_cfg *cfg)
 		return -EINVAL;
 	t = target_find(b, pid);
 	c = *cfg;
-	c.flags &= ~MP_PROC_PRELOAD;
+	c.flags &= ~(MP_PROC_PRELOAD | MP_PROC_NO_MMAP);
 	if (t && t->preload)
 		c.flags |= MP_PROC_PRELOAD;
+	if (t && t->go)
+		c.flags |= MP_PROC_NO_MMAP;
 	if (bpf_map_update_elem(procs_fd(b), &key, &c, BPF_ANY))
 		return -errno;
 	procs_changed(b);

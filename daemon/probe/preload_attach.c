@@ -234,19 +234,6 @@ int pl_sync(struct mp_bpf *b, struct target *t, const struct mp_proc_cfg *cfg,
 	return 0;
 }
 
-/* Set or clear MP_PROC_PRELOAD in @pid's "procs" entry: the uprobe programs ignore it. */
-static void pl_flag(struct mp_bpf *b, pid_t pid, bool on)
-{
-	struct mp_proc_cfg cfg;
-	uint32_t key = (uint32_t)pid;
-
-	if (bpf_map_lookup_elem(procs_fd(b), &key, &cfg))
-		return;
-	cfg.flags = on ? cfg.flags | MP_PROC_PRELOAD : cfg.flags & ~MP_PROC_PRELOAD;
-	if (!bpf_map_update_elem(procs_fd(b), &key, &cfg, BPF_EXIST))
-		procs_changed(b);
-}
-
 /* Move @t's links to the reaper (mode change at exec): the old probes would fire twice. */
 static void pl_retire_links(struct mp_bpf *b, struct target *t)
 {
@@ -326,7 +313,7 @@ int pl_attach(struct mp_bpf *b, struct target *t)
 			pl_retire_links(b, t);
 			t->preload = false;
 			bpf_map_delete_elem(pltargets_fd(b), &key);
-			pl_flag(b, t->pid, false);
+			proc_flag(b, t->pid, MP_PROC_PRELOAD, false);
 		}
 		return 0;
 	}
@@ -379,7 +366,7 @@ int pl_attach(struct mp_bpf *b, struct target *t)
 	t->preload = true;
 	t->pl_dev = st.st_dev;
 	t->pl_ino = st.st_ino;
-	pl_flag(b, t->pid, true);
+	proc_flag(b, t->pid, MP_PROC_PRELOAD, true);
 	return (int)t->nlinks;
 }
 

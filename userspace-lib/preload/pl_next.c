@@ -135,6 +135,7 @@ struct pl_walk {
 	int owner[PL_NAMES];		/* number of the object that defines it */
 	const char *owner_name[PL_NAMES];
 	uintptr_t text_lo, text_hi;	/* executable segments of malloc's owner */
+	bool go;			/* the main program has a Go build-id note */
 };
 
 struct pl_dso {
@@ -300,6 +301,28 @@ static void pl_text_range(const struct dl_phdr_info *info, uintptr_t *lo, uintpt
 		*lo = *hi = 0;
 }
 
+/* Does @info's object carry a Go build-id note (owner "Go", type 4) in a PT_NOTE segment? */
+static bool pl_is_go(const struct dl_phdr_info *info)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+
+		if (ph->p_type != PT_NOTE)
+			continue;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+			const char *name = p + sizeof(*n);
+
+			if (n->n_type == 4 && (n->n_namesz == 3 || n->n_namesz == 4) &&
+			    name + 2 <= end && name[0] == 'G' && name[1] == 'o')
+				return true;
+			p = name + ((n->n_namesz + 3) & ~3u) + ((n->n_descsz + 3) & ~3u);
+		}
+	}
+	return false;
+}
+
 static int pl_walk_object(struct dl_phdr_info *info, size_t size, void *data)
 {
 	struct pl_walk *w = data;
@@ -307,7 +330,8 @@ static int pl_walk_object(struct dl_phdr_info *info, size_t size, void *data)
 	const ElfW(Dyn) *dyn = NULL;
 
 	(void)size;
-	w->objects++;
+	if (!w->objects++)	/* the main program comes first */
+		w->go = pl_is_go(info);
 	if (!w->past_self) {
 		w->past_self = pl_is_self(info, w->self);
 		return 0;
@@ -399,5 +423,6 @@ PL_HIDDEN void pl_next_resolve(void)
 		__atomic_store_n(&pl_next.text_hi, w.text_hi, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&pl_next.foreign, foreign, __ATOMIC_RELAXED);
+	__atomic_store_n(&pl_next.go, w.go, __ATOMIC_RELAXED);
 	__atomic_store_n(&pl_next.ready, true, __ATOMIC_RELEASE);
 }

@@ -49,6 +49,7 @@ struct pl_next {
 	 */
 	uintptr_t text_lo, text_hi;
 	bool foreign;		/* the next malloc is not glibc's */
+	bool go;		/* the program is Go's: its mmaps are the runtime's arenas */
 	bool ready;		/* resolved (release store after every pointer) */
 } __attribute__((aligned(64)));	/* read-mostly: no cache line shared with the counters */
 
@@ -61,6 +62,13 @@ static inline void pl_next_ensure(void)
 {
 	if (__builtin_expect(!__atomic_load_n(&pl_next.ready, __ATOMIC_ACQUIRE), 0))
 		pl_next_resolve();
+}
+
+/* A Go program (its executable's Go build-id note), whose mmaps are the Go runtime's? */
+static inline bool pl_next_is_go(void)
+{
+	pl_next_ensure();
+	return __atomic_load_n(&pl_next.go, __ATOMIC_RELAXED);
 }
 
 /* Called from the foreign allocator's code (an mmap of its own arenas)? */
