@@ -297,9 +297,15 @@ static void test_image_newer(void)
 	if (!ASSERT_TRUE(write(fx.a.wait_fd, "x", 1) == 1, "the child told to exec"))
 		goto out;
 	fx.a.exec_d = true;
-	for (int i = 0; i < 500 && (!image2 || image2 == image); i++) {
-		usleep(10000);
-		image2 = image_of(fx.a.pid);
+	/* During an exec startstack is 0, then a first value, then its last: the same twice
+	 * 20 ms apart, in /bin/sleep, is the new image's */
+	for (int i = 0, stable = 0; i < 500 && stable < 2; i++) {
+		uint64_t v;
+
+		usleep(20000);
+		v = image_of(fx.a.pid);
+		stable = v && v != image && v == image2 ? stable + 1 : 0;
+		image2 = v;
 	}
 	if (!ASSERT_TRUE(image2 && image2 != image, "the child exec'd /bin/sleep"))
 		goto out;
