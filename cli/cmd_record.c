@@ -69,8 +69,8 @@ static void record_usage(FILE *f)
 		"Options:\n");
 	ctl_opts__help(f, RECORD_OPTS, help);
 	fprintf(f,
-		"  -p, --pid PID[,PID...]   profile these running processes (root, or their\n"
-		"                           owner with the ptrace rule): allocations made\n"
+		"  -p, --pid PID[,PID...]   profile these running processes (the ptrace rule,\n"
+		"                           and root for the BPF programs): allocations made\n"
 		"                           before the attach are not seen\n"
 		"      --interval BYTES     mean bytes between samples (rate = 8 / BYTES)\n"
 		"      --seed N             seed of the multiplicity PRNG (reproducible runs)\n"
@@ -452,6 +452,34 @@ static int exit_status(int st)
 }
 
 /*
+ * The ptrace rule for -p, before anything is loaded: /proc/PID/mem opens only for a caller
+ * that may ptrace-attach to PID (same credentials and dumpable, or CAP_SYS_PTRACE; YAMA's
+ * ptrace_scope applies). Nothing is read from it.
+ */
+static int check_pid_access(pid_t pid)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	if (errno == ENOENT || errno == ESRCH)
+		fprintf(stderr, "memprofctl record: no process %d\n", (int)pid);
+	else if (errno == EACCES || errno == EPERM)
+		fprintf(stderr, "memprofctl record: not allowed to profile process %d: it is not "
+			"yours to ptrace (another user's, set-id, or YAMA's ptrace_scope)\n",
+			(int)pid);
+	else
+		fprintf(stderr, "memprofctl record: Failed to check access to process %d: %s\n",
+			(int)pid, strerror(errno));
+	return -errno;
+}
+
+/*
  * record -p PID...: the processes run on; this process samples them until SIGINT, SIGTERM or
  * SIGHUP, --duration, or the last one's exit, then completes their traces and prints the
  * summary, as for CMD. Blocks allocated before the attach are never sampled (their frees are
@@ -469,6 +497,9 @@ static int record_pids(struct record_opts *o)
 	int sigfd = -1, ret = 1, r;
 	sigset_t mask, old;
 
+	for (size_t i = 0; i < o->npids; i++)
+		if (check_pid_access(o->pids[i]))
+			return 1;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
