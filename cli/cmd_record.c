@@ -335,6 +335,18 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		fprintf(stderr, "memprofctl record: --batch needs --preload\n");
 		return 2;
 	}
+	/* libmemprof-preload walks frame pointers in-process: no stack copy, no DWARF */
+	if (o->preload && MP_OPT_IS_SET(&o->opts, UNWIND) && o->opts.unwind != MP_UNWIND_FP) {
+		fprintf(stderr, "memprofctl record: --preload takes no --unwind %s: "
+			"libmemprof-preload follows frame pointers only (--unwind fp); DWARF stacks "
+			"need uprobe mode (without --preload)\n", mp_unwind__name(o->opts.unwind));
+		return 2;
+	}
+	if (o->preload && MP_OPT_IS_SET(&o->opts, STACK_COPY_SIZE)) {
+		fprintf(stderr, "memprofctl record: --preload takes no --stack-copy-size: "
+			"libmemprof-preload copies no stack (it follows frame pointers)\n");
+		return 2;
+	}
 	if (!o->opts.output.path)
 		o->opts.output.path = o->opts.zstd ? "memprof.ctf.zst" : "memprof.ctf";
 	/* record's rate is the table's default, through memprofd too (not its DefaultRate). */

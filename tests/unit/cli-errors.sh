@@ -159,6 +159,15 @@ expect "record: stack copy too large" 2 "^memprofctl record: Invalid stack copy 
 expect "record: bad seed" 2 "^memprofctl record: invalid seed 'x'" -- "$CTL" record --seed x -- true
 expect "record: bad overhead budget" 2 "^memprofctl record: Invalid overhead budget 'lots': in \[0, 1e6\]$" \
 	-- "$CTL" record --max-overhead lots -- true
+# the fast path follows frame pointers only: DWARF unwinding is refused there, not ignored
+expect "record: --preload --unwind dwarf" 2 \
+	"^memprofctl record: --preload takes no --unwind dwarf: libmemprof-preload follows frame pointers only" \
+	-- "$CTL" record --preload --unwind dwarf -- true
+expect "record: --preload --unwind auto" 2 "^memprofctl record: --preload takes no --unwind auto: " \
+	-- "$CTL" record --unwind auto --preload -- true
+expect "record: --preload --stack-copy-size" 2 \
+	"^memprofctl record: --preload takes no --stack-copy-size: libmemprof-preload copies no stack" \
+	-- "$CTL" record --preload --stack-copy-size 4096 -- true
 
 # ---- memprofd (all refused before it loads BPF or binds anything) --------------------------------
 expect "memprofd: unknown option" 2 "^memprofd: unrecognized option '--bogus'$" -- "$DAEMON" --bogus
