@@ -113,11 +113,16 @@ static int set_error(sd_bus_error *error, int r, bool state_op, const char *msg)
 
 /* ------------------------------------------------------------------ org.memprofd.Manager1 */
 
-static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_bus_error *error)
+/*
+ * An a{sv} of profile options into @o (options.h checks each one). @only: a key other than it
+ * is refused, naming it (NULL: every option of the table).
+ */
+static int parse_options(sd_bus_message *m, struct mp_opts *o, const char *only,
+			 sd_bus_error *error)
 {
 	int r;
 
-	mp_opts__init(&req->opts);
+	mp_opts__init(o);
 	r = sd_bus_message_enter_container(m, 'a', "{sv}");
 	if (r < 0)
 		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
@@ -129,7 +134,10 @@ static int parse_start_options(sd_bus_message *m, struct svc_start_req *req, sd_
 		r = sd_bus_message_read(m, "s", &key);
 		if (r < 0)
 			return r;
-		r = mp_opts__read_bus(m, key, &req->opts, msg, sizeof(msg));
+		if (only && strcmp(key, only))
+			return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
+						 "Unknown option '%s' (known: %s)", key, only);
+		r = mp_opts__read_bus(m, key, o, msg, sizeof(msg));
 		if (r == -EINVAL || r == -ENOENT)
 			return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID, msg);
 		if (r < 0)
@@ -163,7 +171,7 @@ static int method_start(sd_bus_message *m, void *userdata, sd_bus_error *error)
 					 "Expected process ids of type ai");
 	req.pids = pids;
 	req.npids = size / sizeof(int32_t);
-	r = parse_start_options(m, &req, error);
+	r = parse_options(m, &req.opts, NULL, error);
 	if (r < 0)
 		return r;
 	req.uid = c.uid;
@@ -495,41 +503,18 @@ static int profile_add_process(sd_bus_message *m, void *userdata, sd_bus_error *
 	uint32_t pid;
 	struct mp_opts o;
 	char err[512];
-	int r, out_fd = -1;
+	int r, out_fd;
 
-	mp_opts__init(&o);
 	r = get_caller(s, m, &c, error);
 	if (r < 0)
 		return r;
 	r = sd_bus_message_read(m, MEMPROF_BUS_SIG_PID, &pid);
 	if (r < 0 || pid == 0 || pid > INT32_MAX)
 		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID, "Expected a process id");
-	r = sd_bus_message_enter_container(m, 'a', "{sv}");
-	if (r < 0)
-		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
-					 "Expected options of type a{sv}");
-	while ((r = sd_bus_message_enter_container(m, 'e', "sv")) > 0) {
-		const char *key;
-
-		r = sd_bus_message_read(m, "s", &key);
-		if (r < 0)
-			return r;
-		if (strcmp(key, MEMPROF_BUS_OPT_OUTPUT))
-			return sd_bus_error_setf(error, MEMPROF_BUS_ERR_INVALID,
-						 "Unknown option '%s' (known: "
-						 MEMPROF_BUS_OPT_OUTPUT ")", key);
-		r = mp_opts__read_bus(m, key, &o, err, sizeof(err));
-		if (r == -EINVAL)
-			return sd_bus_error_set(error, MEMPROF_BUS_ERR_INVALID, err);
-		if (r < 0)
-			return r;
-		out_fd = o.output.fd;
-		r = sd_bus_message_exit_container(m);
-		if (r < 0)
-			return r;
-	}
+	r = parse_options(m, &o, MEMPROF_BUS_OPT_OUTPUT, error);
 	if (r < 0)
 		return r;
+	out_fd = o.output.fd;
 	if (!svc_profile__may_control(sp, c.uid))
 		return sd_bus_error_setf(error, MEMPROF_BUS_ERR_PERMISSION,
 					 "Permission denied: profile %" PRIu32 " belongs to uid %u",

@@ -6,7 +6,8 @@ own checks would stop them first), on memprofd's private socket (peer to peer).
   bus_call.py SOCKET start PID RATE [KIND PATH]  Manager1.Start; KIND: how PATH is opened and
                                                  passed as "output": fifo (read-write, as a
                                                  FIFO opens without blocking), wronly, append
-  bus_call.py SOCKET add ID PID KIND PATH        Profile1.AddProcess with that output
+  bus_call.py SOCKET add ID PID KIND PATH        Profile1.AddProcess with that output (KIND
+                                                 rate: a "rate" option instead, PATH unused)
 Prints the object path (start), the boolean (add), or "ERROR name: message" (exit 1).
 """
 import os
@@ -36,7 +37,10 @@ def main(argv):
         else:
             prof = dbus.Interface(conn.get_object(None, "/org/memprofd/profile/" + argv[3]),
                                   "org.memprofd.Profile1")
-            opts = dbus.Dictionary({"output": output(argv[5], argv[6])}, signature="sv")
+            if argv[5] == "rate":
+                opts = dbus.Dictionary({"rate": dbus.Double(0.5)}, signature="sv")
+            else:
+                opts = dbus.Dictionary({"output": output(argv[5], argv[6])}, signature="sv")
             print(bool(prof.AddProcess(dbus.UInt32(int(argv[4])), opts)))
     except dbus.exceptions.DBusException as e:
         print("ERROR %s: %s" % (e.get_dbus_name(), e.get_dbus_message()))

@@ -35,6 +35,9 @@ ID=$(as_nobody attach -r 0.01 "$N" | attach_id)
 api_nobody add "$ID" "$N" fifo "$D/fifo" > "$MP_TMP/api" 2>&1
 check "AddProcess with a FIFO descriptor: InvalidArgs" \
 	grep -q "InvalidArgs: The output is a pipe or FIFO" "$MP_TMP/api"
+api_nobody add "$ID" "$N" rate - > "$MP_TMP/api" 2>&1
+check "AddProcess with another option than output: InvalidArgs naming both" \
+	grep -q "InvalidArgs: Unknown option 'rate' (known: output)" "$MP_TMP/api"
 check "the service answers list within 1 s" answers
 as_nobody stop "$ID" > /dev/null && as_nobody discard "$ID" > /dev/null
 
