@@ -191,22 +191,32 @@ struct record_opts {
 /* -p PID[,PID...], repeatable. */
 static int parse_pids(const char *arg, struct record_opts *o)
 {
-	char buf[256], *tok, *save = NULL;
+	char *buf = strdup(arg), *tok, *save = NULL;
+	size_t before = o->npids;
+	int r = 0;
 	uint64_t v;
 
-	snprintf(buf, sizeof(buf), "%s", arg);
-	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+	if (!buf) {
+		fprintf(stderr, "memprofctl record: Out of memory for the pid list\n");
+		return -ENOMEM;
+	}
+	for (tok = strtok_r(buf, ",", &save); tok && !r; tok = strtok_r(NULL, ",", &save)) {
 		if (parse_u64(tok, &v) || v < 1 || v > INT_MAX) {
 			fprintf(stderr, "memprofctl record: invalid pid '%s'\n", tok);
-			return -EINVAL;
-		}
-		if (o->npids == RECORD_MAX_PIDS) {
+			r = -EINVAL;
+		} else if (o->npids == RECORD_MAX_PIDS) {
 			fprintf(stderr, "memprofctl record: more than %d pids\n", RECORD_MAX_PIDS);
-			return -E2BIG;
+			r = -E2BIG;
+		} else {
+			o->pids[o->npids++] = (pid_t)v;
 		}
-		o->pids[o->npids++] = (pid_t)v;
 	}
-	return 0;
+	free(buf);
+	if (!r && o->npids == before) {
+		fprintf(stderr, "memprofctl record: invalid pid list '%s': no pid in it\n", arg);
+		r = -EINVAL;
+	}
+	return r;
 }
 
 /* -p: what cannot go with it. -1 if the arguments hold, else the exit status. */
@@ -471,7 +481,7 @@ static int exit_status(int st)
 static int check_pid_access(pid_t pid)
 {
 	char path[64];
-	int fd;
+	int fd, err;
 
 	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -479,16 +489,17 @@ static int check_pid_access(pid_t pid)
 		close(fd);
 		return 0;
 	}
-	if (errno == ENOENT || errno == ESRCH)
+	err = errno;
+	if (err == ENOENT || err == ESRCH)
 		fprintf(stderr, "memprofctl record: no process %d\n", (int)pid);
-	else if (errno == EACCES || errno == EPERM)
+	else if (err == EACCES || err == EPERM)
 		fprintf(stderr, "memprofctl record: not allowed to profile process %d: it is not "
 			"yours to ptrace (another user's, set-id, or YAMA's ptrace_scope)\n",
 			(int)pid);
 	else
 		fprintf(stderr, "memprofctl record: Failed to check access to process %d: %s\n",
-			(int)pid, strerror(errno));
-	return -errno;
+			(int)pid, strerror(err));
+	return -err;
 }
 
 /*

@@ -159,6 +159,12 @@ expect "record: stack copy too large" 2 "^memprofctl record: Invalid stack copy 
 expect "record: bad seed" 2 "^memprofctl record: invalid seed 'x'" -- "$CTL" record --seed x -- true
 expect "record: bad overhead budget" 2 "^memprofctl record: Invalid overhead budget 'lots': in \[0, 1e6\]$" \
 	-- "$CTL" record --max-overhead lots -- true
+expect "record: -p with an empty pid list" 2 "^memprofctl record: invalid pid list ',,': no pid in it$" \
+	-- "$CTL" record -p ,,
+expect "record: -p with 65 pids" 2 "^memprofctl record: more than 64 pids$" \
+	-- "$CTL" record -p "$(seq -s, 1 65)"
+expect "record: -p and CMD" 2 "^memprofctl record: -p does not take a command" \
+	-- "$CTL" record -p 1 -- true
 # the fast path follows frame pointers only: DWARF unwinding is refused there, not ignored
 expect "record: --preload --unwind dwarf" 2 \
 	"^memprofctl record: --preload takes no --unwind dwarf: libmemprof-preload follows frame pointers only" \
