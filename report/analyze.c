@@ -228,6 +228,8 @@ static int build_timeline(struct rp_model *m)
 
 	if (!rp_model__span(m, &t0, &t1))
 		return 0;
+	if (t1 == t0)
+		k = 1;	/* an empty window: one point, not the same one over and over */
 	m->timeline = calloc(k, sizeof(*m->timeline));
 	pts = calloc(k, sizeof(*pts));
 	d_est = calloc(k + 1, sizeof(*d_est));

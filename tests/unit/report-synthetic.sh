@@ -159,6 +159,17 @@ else
 	echo "FAIL: tail-option"
 fi
 
+# An empty window (--since = --until): one timeline point, in the text too, not ten equal ones.
+"$ctl" report -q --json --since 0.5s --until 0.5s "$tmp/a.ctf" >"$tmp/w0.json" 2>&1
+"$ctl" report --since 0.5s --until 0.5s "$tmp/a.ctf" 2>&1 |
+	sed -n '/^Live heap over time/,/^$/p' | grep -c '^ *[0-9][0-9.]* ' >"$tmp/w0.rows"
+if "$py" -c 'import json,sys; sys.exit(len(json.load(open(sys.argv[1]))["live_heap"]) != 1)' \
+	"$tmp/w0.json" && [ "$(cat "$tmp/w0.rows")" = 1 ]; then
+	echo "PASS: empty-window-timeline"
+else
+	echo "FAIL: empty-window-timeline ($(cat "$tmp/w0.rows") text rows)"
+fi
+
 # Usage errors exit 2.
 rc=0
 "$ctl" report -q --by nonsense "$tmp/a.ctf" >/dev/null 2>&1; [ $? -eq 2 ] || rc=1
