@@ -126,7 +126,8 @@ COMP_DIR_cli		:= cli/
 COMP_API_probe		:= daemon/probe/bpf_loader.h daemon/probe/target_open.h
 COMP_API_stacks		:= daemon/stacks/symbolize.h daemon/stacks/unwind.h
 COMP_API_engine		:= daemon/engine/engine.h daemon/engine/summary.h
-COMP_API_codec		:= userspace-lib/codec/outfile.h userspace-lib/codec/writer_async.h
+COMP_API_codec		:= userspace-lib/codec/outfile.h userspace-lib/codec/writer_async.h \
+			   userspace-lib/codec/trace_context.h
 COMP_API_client		:= userspace-lib/client/bus_dict.h userspace-lib/client/client_int.h
 COMP_API_report		:= report/report.h
 

@@ -14,6 +14,7 @@
 #include <memprof/trace.h>
 
 #include "cli/commands.h"
+#include "userspace-lib/codec/trace_context.h"
 
 static const char *const source_names[] = { "minor", "major", "external" };
 
@@ -227,6 +228,9 @@ int cmd_dump(int argc, char **argv)
 		return 1;
 	}
 	print_info(stdout, memprof_reader__info(r), json);
+	if (mp_ctx__in_progress(memprof_reader__info(r)->context))
+		fprintf(stderr, "memprofctl dump: '%s' is in progress (still being written, or its "
+			"writer stopped before completing it): its events so far\n", argv[optind]);
 	while ((ret = memprof_reader__next(r, &ev)) > 0) {
 		print_event(stdout, r, &ev, json, first);
 		first = false;

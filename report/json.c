@@ -52,6 +52,7 @@ static struct json_object *traces_obj(const struct rp_model *m)
 		json_object_object_add(o, "start_time_us",
 				       json_object_new_int64((int64_t)t->start_us));
 		json_object_object_add(o, "base", json_object_new_boolean(t->base));
+		json_object_object_add(o, "in_progress", json_object_new_boolean(t->in_progress));
 		json_object_object_add(o, "axis_offset_s",
 				       json_object_new_double((double)(t->start_us -
 						(t->base ? m->base_t0_us : m->t0_us)) / 1e6));

@@ -12,6 +12,7 @@
 
 #include "report/report.h"
 #include "report/model_int.h"
+#include "userspace-lib/codec/trace_context.h"
 
 /* ---------------------------------------------------------------------------------------
  * Loading
@@ -269,6 +270,7 @@ static int load_trace(struct rp_model *m, const char *path, bool base, char *err
 	t->word_size = info->word_size;
 	t->word_bytes = info->word_size / 8.0;
 	t->version = info->version;
+	t->in_progress = mp_ctx__in_progress(info->context);
 	if (!t->executable || !t->host || !t->context) {
 		ret = -ENOMEM;
 		goto out;

@@ -101,6 +101,7 @@ struct rp_trace {
 	uint64_t sum_nsamples, sum_length;
 	uint64_t digest;	/* a hash of every event (time, kind, size, samples, stack) */
 	bool base;		/* a trace of the base (--base): subtracted, on its own axis */
+	bool in_progress;	/* its context says it was not completed (still being written) */
 	/* The analysis window of this trace, µs since start (from the first allocation or
 	 * --since, to the last event or --until), and the leak-tail cutoff. */
 	uint64_t win_start, win_end, young_after;

@@ -96,6 +96,9 @@ static void print_traces(const struct rp_model *m, FILE *f)
 		if (!m->same_window || t->base)
 			fprintf(f, ", window %.3f .. %.3f s", off + (double)t->win_start / 1e6,
 				off + (double)t->win_end / 1e6);
+		if (t->in_progress)
+			fprintf(f, ", in progress (still being written, or its writer stopped "
+				"before completing it: the figures are of what it holds so far)");
 		if (t->warnings)
 			fprintf(f, ", %llu warnings", (unsigned long long)t->warnings);
 		if (t->unmatched_collects)

@@ -20,13 +20,12 @@
 #include "daemon/engine/sampler.h"
 #include "userspace-lib/estimate.h"
 #include "userspace-lib/codec/outfile.h"
+#include "userspace-lib/codec/trace_context.h"
 
 #define MP_DEFAULT_MAX_ENTRIES	(1u << 20)
 #define MP_DEFAULT_MAX_PROCS	4096
 #define MP_CTX_DROPS_WIDTH	480	/* fixed width of the drops field in the context (drops
 					 * and, when it happened, the overhead detach) */
-#define MP_CTX_DROPS_MARK	"; drops: "
-#define MP_CTX_DROPS_PENDING	"pending (trace not completed)"
 /* epoll data of the engine's fds; anything else is a struct mp_proc * (its pidfd) */
 #define MP_EP_RINGBUF		1
 #define MP_EP_TIMER		2

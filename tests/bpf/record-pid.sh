@@ -23,10 +23,18 @@ REC=$!
 ok "SIGINT: attached" wait_until 30 attached "$T/int.err"
 echo go >&9
 ok "SIGINT: the workload allocated" wait_until 60 bytes_done "$T/int.out"
+# the trace reaches its file once a second: report and dump read it while it grows
+in_progress() { "$CTL" report -q --json "$1" 2>/dev/null | grep -q '"in_progress":true'; }
+ok "while recording: report reads the trace, in progress" wait_until 10 in_progress "$T/int.ctf"
+"$CTL" report "$T/int.ctf" 2>&1 | grep -m1 "^  int.ctf: " >"$T/int.live"
+ok "  ... and says so" grep -q ", in progress (still being written" "$T/int.live"
+"$CTL" dump "$T/int.ctf" 2>&1 >/dev/null | grep -m1 . >"$T/int.dump"
+ok "  ... so does dump" grep -q "^memprofctl dump: '$T/int.ctf' is in progress" "$T/int.dump"
 sleep 0.5	# the last events reach the engine (not a timing claim: the estimates say)
 kill -INT "$REC"
 wait "$REC"
 ok "SIGINT: exit status 0" [ $? -eq 0 ]
+ok "SIGINT: the trace is complete, not in progress" eval '! in_progress "$T/int.ctf"'
 ok "SIGINT: the process was left running" kill -0 "$GATED"
 exec 9>&-
 wait "$GATED"
