@@ -219,25 +219,19 @@ static int parse_pids(const char *arg, struct record_opts *o)
 	return r;
 }
 
-/* -p: what cannot go with it. -1 if the arguments hold, else the exit status. */
-static int check_pid_args(struct record_opts *o, bool has_cmd)
+/* -p: what cannot go with it (then a message and -EINVAL). */
+static int check_pid_args(const struct record_opts *o, bool has_cmd)
 {
 	const char *bad = has_cmd ? "a command: -p records running processes, CMD a new one" :
 			  o->preload ? "--preload: a running process cannot be preloaded" :
-			  o->batch ? "--batch: it needs --preload" :
 			  o->daemon == RECORD_DAEMON_REQUIRE ?
 			  "--daemon: -p records in this process ('memprofctl attach' asks memprofd)" :
 			  NULL;
 
-	if (bad) {
-		fprintf(stderr, "memprofctl record: -p does not take %s\n", bad);
-		return 2;
-	}
-	if (!o->opts.output.path)
-		o->opts.output.path = o->opts.zstd ? "memprof.ctf.zst" : "memprof.ctf";
-	o->opts.set |= CTL_OPT_BIT(RATE);
-	mp_profile_opts__set(&o->popts, &o->opts);
-	return -1;
+	if (!bad)
+		return 0;
+	fprintf(stderr, "memprofctl record: -p does not take %s\n", bad);
+	return -EINVAL;
 }
 
 static int parse_args(int argc, char **argv, struct record_opts *o)
@@ -329,14 +323,14 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			return 2;	/* getopt printed the error line */
 		}
 	}
-	if (o->npids)
-		return check_pid_args(o, optind < argc);
-	if (optind >= argc) {
+	if (o->npids) {
+		if (check_pid_args(o, optind < argc))
+			return 2;
+	} else if (optind >= argc) {
 		fprintf(stderr, "memprofctl record: no command given; usage: memprofctl record "
 			"[OPTIONS] -- CMD [ARGS...], or -p PID\n");
 		return 2;
-	}
-	if (MP_OPT_IS_SET(&o->opts, DURATION)) {
+	} else if (MP_OPT_IS_SET(&o->opts, DURATION)) {
 		fprintf(stderr, "memprofctl record: --duration needs -p: a recording of CMD ends "
 			"when CMD does\n");
 		return 2;
@@ -362,7 +356,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	/* record's rate is the table's default, through memprofd too (not its DefaultRate). */
 	o->opts.set |= CTL_OPT_BIT(RATE);
 	mp_profile_opts__set(&o->popts, &o->opts);
-	o->cmd = argv + optind;
+	o->cmd = o->npids ? NULL : argv + optind;
 	return -1;
 }
 
@@ -473,6 +467,37 @@ static int exit_status(int st)
 	return 1;
 }
 
+/* The in-process engine, its counters now in @base; NULL after the error line. */
+static struct mp_engine *record_engine(struct record_opts *o, uint64_t *base)
+{
+	struct mp_engine *e;
+	char why[1024];
+
+	o->eopts.log = engine_log;
+	o->eopts.error = why;
+	o->eopts.error_len = sizeof(why);
+	e = mp_engine__new(&o->eopts);
+	o->eopts.error = NULL;
+	if (!e) {
+		fprintf(stderr, "memprofctl record: Failed to load the BPF programs: %s\n", why);
+		return NULL;
+	}
+	mp_engine__stats(e, base, MP_STAT__MAX);
+	return e;
+}
+
+/* The end of an in-process recording: stop, the last events, the traces completed, the
+ * summary (@status: CMD's exit status, -1: none). */
+static void record_finish(struct mp_engine *e, struct mp_profile *p, const uint64_t *base,
+			  int status)
+{
+	if (mp_profile__state(p) == MP_PROFILE_SAMPLING)
+		mp_profile__stop(p);
+	mp_engine__process(e);
+	mp_profile__discard(p);
+	print_summary(e, p, base, status);
+}
+
 /*
  * The ptrace rule for -p, before anything is loaded: /proc/PID/mem opens only for a caller
  * that may ptrace-attach to PID (same credentials and dumpable, or CAP_SYS_PTRACE; YAMA's
@@ -513,7 +538,7 @@ static int check_pid_access(pid_t pid)
 static int record_pids(struct record_opts *o)
 {
 	uint64_t base[MP_STAT__MAX] = { 0 };
-	char why[1024], errmsg[1024] = "";
+	char errmsg[1024] = "";
 	struct mp_profile *p = NULL;
 	struct signalfd_siginfo si;
 	struct mp_engine *e = NULL;
@@ -535,15 +560,9 @@ static int record_pids(struct record_opts *o)
 			strerror(errno));
 		goto out;
 	}
-	o->eopts.log = engine_log;
-	o->eopts.error = why;
-	o->eopts.error_len = sizeof(why);
-	e = mp_engine__new(&o->eopts);
-	if (!e) {
-		fprintf(stderr, "memprofctl record: Failed to load the BPF programs: %s\n", why);
+	e = record_engine(o, base);
+	if (!e)
 		goto out;
-	}
-	mp_engine__stats(e, base, MP_STAT__MAX);
 	r = mp_engine__start(e, &o->popts, o->pids, o->npids, &p, errmsg, sizeof(errmsg));
 	if (r) {
 		fprintf(stderr, "memprofctl record: %s\n", errmsg[0] ? errmsg : strerror(-r));
@@ -572,11 +591,7 @@ static int record_pids(struct record_opts *o)
 		if ((pfd[0].revents & POLLIN) && read(sigfd, &si, sizeof(si)) == sizeof(si))
 			break;	/* a signal ends the recording, not this process */
 	}
-	if (mp_profile__state(p) == MP_PROFILE_SAMPLING)
-		mp_profile__stop(p);
-	mp_engine__process(e);
-	mp_profile__discard(p);
-	print_summary(e, p, base, -1);
+	record_finish(e, p, base, -1);
 	ret = mp_profile__write_failures(p, write_failure, NULL) ? 1 : 0;
 out:
 	if (sigfd >= 0)
@@ -597,7 +612,7 @@ int cmd_record(int argc, char **argv)
 	sigset_t mask, old;
 	int errpipe[2] = { -1, -1 }, go[2] = { -1, -1 }, sigfd = -1, st = 0, ret = 1, r, err;
 	struct record_trace_stats tstats;
-	char errmsg[1024], msg[256], why[1024];
+	char errmsg[1024], msg[256];
 	pid_t child;
 	bool reaped = false, running = false;
 	struct rlimit rl;
@@ -633,19 +648,10 @@ int cmd_record(int argc, char **argv)
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		return 1;
 	}
-	if (!rd) {
-		o.eopts.log = engine_log;
-		o.eopts.error = why;
-		o.eopts.error_len = sizeof(why);
-		e = mp_engine__new(&o.eopts);
-	}
-	if (!e && !rd) {
+	if (!rd && !(e = record_engine(&o, base))) {
 		sigprocmask(SIG_SETMASK, &old, NULL);
-		fprintf(stderr, "memprofctl record: Failed to load the BPF programs: %s\n", why);
 		return 1;
 	}
-	if (e)
-		mp_engine__stats(e, base, MP_STAT__MAX);
 
 	sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sigfd < 0 || pipe2(errpipe, O_CLOEXEC) || pipe2(go, O_CLOEXEC)) {
@@ -746,11 +752,7 @@ out_kill:
 		/* The exit event is in the ring buffer by now (sched_process_exit runs before
 		 * the parent is notified): deliver it, or complete the trace without it. */
 		mp_engine__reap(e, child);
-		if (mp_profile__state(p) == MP_PROFILE_SAMPLING)
-			mp_profile__stop(p);
-		mp_engine__process(e);
-		mp_profile__discard(p);
-		print_summary(e, p, base, running && reaped ? exit_status(st) : -1);
+		record_finish(e, p, base, running && reaped ? exit_status(st) : -1);
 		if (!ctl.json && running && reaped && WIFSIGNALED(st))
 			fprintf(stderr, "memprofctl record: '%s' was killed by signal %d (%s)\n",
 				o.cmd[0], WTERMSIG(st), strsignal(WTERMSIG(st)));

@@ -19,6 +19,7 @@
 #include <linux/perf_event.h>
 #include <bpf/bpf.h>
 
+#include "daemon/probe/elf_syms.h"
 #include "daemon/probe/loader_internal.h"
 #include "daemon/probe/target_open.h"
 #include "daemon/probe/uprobe_link.h"
@@ -232,57 +233,15 @@ static int attach_obj(struct mp_bpf *b, struct target *t, const struct obj *o, c
  * allocates without malloc), a static executable without symbols (stripped), or none of the
  * allocator families in its objects.
  */
-/* What @pid's executable is, from its ELF headers: a Go program, with a symbol table, dynamic. */
-struct exe_facts {
-	bool go, symtab, interp;
-};
-
-static void exe_facts(pid_t pid, struct exe_facts *x)
-{
-	Elf_Scn *scn = NULL;
-	size_t shstrndx, nph;
-	Elf *elf = NULL;
-	char link[64];
-	int fd;
-
-	memset(x, 0, sizeof(*x));
-	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
-	fd = open(link, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0)
-		elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (elf && elf_kind(elf) == ELF_K_ELF && !elf_getshdrstrndx(elf, &shstrndx)) {
-		while ((scn = elf_nextscn(elf, scn))) {
-			GElf_Shdr sh;
-			const char *name;
-
-			if (!gelf_getshdr(scn, &sh))
-				continue;
-			name = elf_strptr(elf, shstrndx, sh.sh_name);
-			if (sh.sh_type == SHT_SYMTAB)
-				x->symtab = true;
-			if (name && (!strcmp(name, ".go.buildinfo") || !strcmp(name, ".gopclntab") ||
-				     !strcmp(name, ".note.go.buildid")))
-				x->go = true;
-		}
-		if (!elf_getphdrnum(elf, &nph)) {
-			for (size_t i = 0; i < nph; i++) {
-				GElf_Phdr ph;
-
-				if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_INTERP)
-					x->interp = true;
-			}
-		}
-	}
-	elf_end(elf);
-	if (fd >= 0)
-		close(fd);
-}
-
 static void explain_no_alloc(pid_t pid, size_t scanned, char *why, size_t why_len)
 {
 	char link[64], exe[PATH_MAX];
-	struct exe_facts x;
+	bool go = false, symtab = false, interp = false;
+	Elf_Scn *scn = NULL;
+	size_t nph;
+	Elf *elf = NULL;
 	ssize_t n;
+	int fd;
 
 	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
 	n = readlink(link, exe, sizeof(exe) - 1);
@@ -290,12 +249,34 @@ static void explain_no_alloc(pid_t pid, size_t scanned, char *why, size_t why_le
 		snprintf(exe, sizeof(exe), "process %d's executable", pid);
 	else
 		exe[n] = 0;
-	exe_facts(pid, &x);
-	if (x.go)
+	fd = open(link, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF) {
+		go = mp_elf_is_go(elf);
+		while ((scn = elf_nextscn(elf, scn))) {
+			GElf_Shdr sh;
+
+			if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB)
+				symtab = true;
+		}
+		if (!elf_getphdrnum(elf, &nph)) {
+			for (size_t i = 0; i < nph; i++) {
+				GElf_Phdr ph;
+
+				if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_INTERP)
+					interp = true;
+			}
+		}
+	}
+	elf_end(elf);
+	if (fd >= 0)
+		close(fd);
+	if (go)
 		snprintf(why, why_len,
 			 "no allocator symbols found in %s (a Go program: the Go runtime's allocator "
 			 "is not probed, only malloc & co. of cgo code)", exe);
-	else if (!x.interp && !x.symtab)
+	else if (!interp && !symtab)
 		snprintf(why, why_len,
 			 "no allocator symbols found in %s (statically linked and stripped?)", exe);
 	else
@@ -306,12 +287,29 @@ static void explain_no_alloc(pid_t pid, size_t scanned, char *why, size_t why_le
 			 "(stripped?)", exe, scanned);
 }
 
+/*
+ * A Go program's mmaps are its runtime's (MP_PROC_NO_MMAP), decided again after each exec from
+ * its executable's object, which discover.c scanned once (cached by inode).
+ */
+static void target_set_go(struct mp_bpf *b, struct target *t)
+{
+	const struct obj *o = NULL;
+	char link[64];
+	struct stat st;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)t->pid);
+	if (!stat(link, &st))
+		o = obj_find(b, st.st_dev, st.st_ino);
+	t->go = o && o->go;
+	proc_flag(b, t->pid, MP_PROC_NO_MMAP, t->go);
+}
+
 int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
 {
 	char path[PATH_MAX + 64], maps[64], line[PATH_MAX + 256];
 	struct target *t;
 	size_t scanned = 0;
-	bool created = false;
+	bool created = false, decide;
 	int attached = 0;
 	FILE *f;
 
@@ -338,17 +336,11 @@ int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
 		t->pid = pid;
 		created = true;
 	}
-	if (created || t->pl_recheck) {
+	decide = created || t->pl_recheck;
+	if (decide) {
 		/* Profiled through libmemprof-preload if the process maps it (not after dlopen:
-		 * then it interposes nothing); after exec the mode is decided again. So is
-		 * whether its mmaps are a Go runtime's. */
-		struct exe_facts x;
-		int r;
-
-		exe_facts(pid, &x);
-		t->go = x.go;
-		proc_flag(b, pid, MP_PROC_NO_MMAP, x.go);
-		r = pl_attach(b, t);
+		 * then it interposes nothing); after exec the mode is decided again. */
+		int r = pl_attach(b, t);
 
 		t->pl_recheck = false;
 		if (r > 0) {
@@ -422,6 +414,8 @@ int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
 			attached += attach_obj(b, t, o, path, file);
 	}
 	fclose(f);
+	if (decide)
+		target_set_go(b, t);
 	if (scanned == 0 && created) {
 		free(t);
 		return -ESRCH; /* a zombie or a kernel thread maps nothing */

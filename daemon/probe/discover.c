@@ -290,6 +290,7 @@ static struct obj *obj_scan(struct mp_bpf *b, const char *path, const struct sta
 	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
 	    eh.e_machine != EM_X86_64 || gelf_getclass(elf) != ELFCLASS64)
 		goto out;
+	o->go = mp_elf_is_go(elf);
 	mp_elf_find_funcs(elf, sym_index, NULL, found);
 	for (size_t i = 0; i < N_PROBES; i++) {
 		uint64_t off, avail, before;
@@ -321,6 +322,14 @@ static struct obj *obj_scan(struct mp_bpf *b, const char *path, const struct sta
 out:
 	elf_end(elf);
 	return o;
+}
+
+const struct obj *obj_find(const struct mp_bpf *b, dev_t dev, ino_t ino)
+{
+	for (const struct obj *o = b->objs; o; o = o->next)
+		if (o->dev == dev && o->ino == ino)
+			return o;
+	return NULL;
 }
 
 struct obj *obj_get(struct mp_bpf *b, const char *path, const struct stat *st, int fd)

@@ -250,3 +250,23 @@ int mp_elf_place(int fd, struct mp_placement_req *req, uint64_t size, uint64_t a
 	free(code);
 	return err;
 }
+
+bool mp_elf_is_go(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return false;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *name;
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
+			continue;
+		if (!strcmp(name, ".go.buildinfo") || !strcmp(name, ".gopclntab") ||
+		    !strcmp(name, ".note.go.buildid"))
+			return true;
+	}
+	return false;
+}

@@ -10,6 +10,7 @@
 #ifndef MEMPROFD_ELF_SYMS_H
 #define MEMPROFD_ELF_SYMS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <gelf.h>
@@ -38,6 +39,9 @@ void mp_elf_find_funcs(Elf *elf, mp_sym_index_fn index, void *ctx, struct mp_sym
  * SHT_SYMTAB) and of symbol type @st_type (STT_OBJECT, ...; -1: any): 0 and *@sym, or -ENOENT. */
 int mp_elf_find_sym(Elf *elf, unsigned int sh_type, int st_type, const char *name,
 		    GElf_Sym *sym);
+
+/* Was @elf built by the Go toolchain (its .go.buildinfo, .gopclntab or .note.go.buildid)? */
+bool mp_elf_is_go(Elf *elf);
 
 /* Virtual address -> file offset through the PT_LOAD segments; *@avail gets the file bytes
  * from there to the segment's end, *@before (if not NULL) the bytes from the segment's start.

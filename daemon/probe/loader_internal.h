@@ -114,6 +114,7 @@ struct obj {
 	dev_t dev;
 	ino_t ino;
 	struct timespec mtime;
+	bool go;		/* built by the Go toolchain (mp_elf_is_go()) */
 	size_t nres;
 	struct resolved res[N_PROBES];
 	struct obj *next;
@@ -214,6 +215,8 @@ void proc_flag(struct mp_bpf *b, pid_t pid, uint32_t flag, bool on);
 
 /* discover.c: the allocator symbols of an object, cached */
 struct obj *obj_get(struct mp_bpf *b, const char *path, const struct stat *st, int fd);
+/* The cached object of that file, or NULL. */
+const struct obj *obj_find(const struct mp_bpf *b, dev_t dev, ino_t ino);
 
 /* attach.c */
 struct target *target_find(struct mp_bpf *b, pid_t pid);

@@ -64,19 +64,17 @@ static inline void pl_next_ensure(void)
 		pl_next_resolve();
 }
 
-/* A Go program (its executable's Go build-id note), whose mmaps are the Go runtime's? */
-static inline bool pl_next_is_go(void)
-{
-	pl_next_ensure();
-	return __atomic_load_n(&pl_next.go, __ATOMIC_RELAXED);
-}
-
-/* Called from the foreign allocator's code (an mmap of its own arenas)? */
+/*
+ * An mmap an allocator makes for its own arenas, not an allocation of the program: one called
+ * from the foreign allocator's code, or any in a Go program (its executable's Go build-id
+ * note), where mmap is the Go runtime's.
+ */
 static inline bool pl_next_from_allocator(const void *ret)
 {
 	pl_next_ensure();
-	return (uintptr_t)ret >= __atomic_load_n(&pl_next.text_lo, __ATOMIC_RELAXED) &&
-	       (uintptr_t)ret < __atomic_load_n(&pl_next.text_hi, __ATOMIC_RELAXED);
+	return __atomic_load_n(&pl_next.go, __ATOMIC_RELAXED) ||
+	       ((uintptr_t)ret >= __atomic_load_n(&pl_next.text_lo, __ATOMIC_RELAXED) &&
+		(uintptr_t)ret < __atomic_load_n(&pl_next.text_hi, __ATOMIC_RELAXED));
 }
 
 #endif /* MP_PL_NEXT_H */

@@ -253,14 +253,13 @@ static __attribute__((noinline)) void *pl_mmap_slow(void *addr, size_t len, int 
 }
 
 /*
- * Anonymous mappings of the program; not those a foreign allocator carves its blocks from, nor
- * PROT_NONE ones, which reserve address space, no memory, nor any in a Go program: there they
- * are the Go runtime's arenas (through cgo), not allocations of its code.
+ * Anonymous mappings of the program; not those an allocator carves its blocks from (a foreign
+ * allocator's, the Go runtime's), nor PROT_NONE ones, which reserve address space, no memory.
  */
 PL_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	if ((flags & MAP_ANONYMOUS) && prot != PROT_NONE &&
-	    !pl_next_from_allocator(__builtin_return_address(0)) && !pl_next_is_go() &&
+	    !pl_next_from_allocator(__builtin_return_address(0)) &&
 	    unlikely(pl_sample_due(pl_words(len))))
 		return pl_mmap_slow(addr, len, prot, flags, fd, off);
 	return pl_sys_mmap(addr, len, prot, flags, fd, off);
