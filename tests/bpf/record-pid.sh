@@ -97,16 +97,18 @@ ok "a malformed pid list: exit 2, naming it" eval "[ $rc -eq 2 ] && grep -q \"in
 # uid 65534: refused on root's process by the ptrace rule, naming the pid; on its own, past the
 # rule, stopped by the BPF programs' privileges. Never a trace.
 as_nobody() { setpriv --reuid 65534 --regid 65534 --clear-groups "$@"; }
+NOBODY_OUT=/tmp/memprof-nobody-$$.ctf	# where uid 65534 could write, were it let
+rm -f "$NOBODY_OUT"
 setpriv --reuid 65534 --regid 65534 --clear-groups sleep 60 &	# not a function: $! is sleep
 OWN=$!
 for target in "$IDLE:root's process:not allowed to profile process $IDLE: " \
 	"$OWN:its own process:Failed to load the BPF programs"; do
 	IFS=: read -r pid what msg <<<"$target"
-	as_nobody "$CTL" record -p "$pid" -o /tmp/x.ctf 2>"$T/nobody.err"
+	as_nobody "$CTL" record -p "$pid" -o "$NOBODY_OUT" 2>"$T/nobody.err"
 	rc=$?
 	ok "uid 65534 on $what: exit status 1 ($rc)" [ "$rc" -eq 1 ]
 	ok "  ... saying '$msg'" grep -q "^memprofctl record: $msg" "$T/nobody.err"
-	ok "  ... and no trace" [ ! -e /tmp/x.ctf ]
+	ok "  ... and no trace" [ ! -e "$NOBODY_OUT" ]
 done
 kill "$OWN"
 wait "$OWN" 2>/dev/null
