@@ -45,6 +45,14 @@ Q := @
 msg = @printf '  %-8s %s\n' '$(1)' '$(2)';
 endif
 
+# A program built from one C source, its first prerequisite:
+# $(call cc_prog,COMPILE FLAGS[,LINK FLAGS AND LIBRARIES])
+define cc_prog
+$(call msg,CC,$@)
+@mkdir -p $(@D)
+$(Q)$(CC) $(1) -o $@ $< $(2)
+endef
+
 WARN		:= -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototypes \
 		   -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral
 CFLAGS		?= -O2 -g

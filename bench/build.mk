@@ -11,24 +11,16 @@ BENCH_WORKLOADS	:= $(BENCH_DIR)/allocbench $(BENCH_DIR)/allocbench_small $(BENCH
 BENCH_BINS	:= $(BENCH_WORKLOADS) $(BENCH_DIR)/floor $(BENCH_DIR)/libpassthrough.so
 
 $(BENCH_DIR)/allocbench: bench/workloads/allocbench.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(BENCH_WL_CFLAGS) -o $@ $< -pthread
+	$(call cc_prog,$(BENCH_WL_CFLAGS),-pthread)
 
 $(BENCH_DIR)/allocbench_small: bench/workloads/allocbench.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(BENCH_WL_CFLAGS) -DMAXSZ=256 -o $@ $< -pthread
+	$(call cc_prog,$(BENCH_WL_CFLAGS) -DMAXSZ=256,-pthread)
 
 $(BENCH_DIR)/leak: bench/workloads/leak.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(BENCH_WL_CFLAGS) -o $@ $<
+	$(call cc_prog,$(BENCH_WL_CFLAGS))
 
 $(BENCH_DIR)/paced: bench/workloads/paced.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(BENCH_WL_CFLAGS) -o $@ $< -pthread
+	$(call cc_prog,$(BENCH_WL_CFLAGS),-pthread)
 
 # The floor of interposition itself (bench/passthrough.c): built as libmemprof-preload is, so
 # the two differ only in what their functions do.

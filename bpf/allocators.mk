@@ -22,13 +22,9 @@ $(ALLOC_WL_BINS): $(ALLOC_WL_DIR)/wl_%: tests/workloads/wl_allocators.c tests/wo
 		$(filter-out -D%,$(ALLOC_WL_$*))
 
 $(ALLOC_WL_DIR)/libwl_dlalloc.so: tests/workloads/wl_dlalloc.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -fPIC -shared -o $@ $< -lmimalloc
+	$(call cc_prog,$(ALLOC_WL_CFLAGS) -fPIC -shared,-lmimalloc)
 
 $(ALLOC_WL_DIR)/wl_dlopen: tests/workloads/wl_dlopen.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALLOC_WL_CFLAGS) -o $@ $< -ldl
+	$(call cc_prog,$(ALLOC_WL_CFLAGS),-ldl)
 
 BPF_TESTS	+= $(ALLOC_WL_BINS) $(ALLOC_WL_DIR)/libwl_dlalloc.so $(ALLOC_WL_DIR)/wl_dlopen

@@ -60,9 +60,7 @@ PROBE_WL_CFLAGS	:= -std=gnu11 -O2 -g -fno-omit-frame-pointer -D_GNU_SOURCE $(WAR
 PROBE_WL_DIR	:= $(B)/tests/workloads
 
 $(PROBE_WL_DIR)/probe_wl: tests/workloads/probe_wl.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(PROBE_WL_CFLAGS) -o $@ $< -pthread
+	$(call cc_prog,$(PROBE_WL_CFLAGS),-pthread)
 
 $(PROBE_WL_DIR)/probe_wl_cxx: tests/workloads/probe_wl_cxx.cc
 	$(call msg,CXX,$@)
@@ -72,9 +70,7 @@ $(PROBE_WL_DIR)/probe_wl_cxx: tests/workloads/probe_wl_cxx.cc
 
 # No libc, no allocator: mp_bpf__attach must say -ENOENT.
 $(PROBE_WL_DIR)/probe_wl_nolibc: tests/workloads/probe_wl_nolibc.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) -O2 -g -static -nostdlib -fno-stack-protector -fno-pie -no-pie -o $@ $<
+	$(call cc_prog,-O2 -g -static -nostdlib -fno-stack-protector -fno-pie -no-pie)
 
 $(B)/tests/bpf/probe_check: $(B)/tests/bpf/probe_check.o $(BPF_LOADER_OBJS)
 	$(call msg,LINK,$@)
@@ -88,9 +84,7 @@ include bpf/allocators.mk
 # bpf tier: overhead tests (tests/bpf/overhead-*.sh): probe placement on the real libc, the
 # session fallback, overhead budgets.
 $(PROBE_WL_DIR)/ovh_loop: tests/workloads/ovh_loop.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(PROBE_WL_CFLAGS) -o $@ $<
+	$(call cc_prog,$(PROBE_WL_CFLAGS))
 
 $(B)/tests/bpf/overhead_check: $(B)/tests/bpf/overhead_check.o $(BPF_LOADER_OBJS)
 	$(call msg,LINK,$@)

@@ -17,10 +17,8 @@ BINS += $(B)/bin/memprofctl
 
 # bpf tier: `memprofctl record` following forks and execs (tests/bpf/follow-*.sh).
 $(B)/tests/workloads/follow_wl: tests/workloads/follow_wl.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) -std=gnu11 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -D_GNU_SOURCE $(WARN) \
-		-o $@ $< -pthread
+	$(call cc_prog,-std=gnu11 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -D_GNU_SOURCE \
+		$(WARN),-pthread)
 
 BPF_TESTS += $(B)/tests/workloads/follow_wl
 

@@ -62,9 +62,6 @@ BPF_TESTS	+= $(B)/tests/workloads/wl_vector
 
 # bpf tier: a workload with a known peak and known temporary allocations (report-peak-recorded).
 $(B)/tests/workloads/wl_peak: tests/workloads/wl_peak.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) -std=gnu11 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -D_GNU_SOURCE $(WARN) \
-		-o $@ $<
+	$(call cc_prog,-std=gnu11 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -D_GNU_SOURCE $(WARN))
 
 BPF_TESTS	+= $(B)/tests/workloads/wl_peak

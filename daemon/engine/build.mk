@@ -41,9 +41,7 @@ REC_WL_DIR	:= $(B)/tests/workloads
 REC_WL_CFLAGS	:= -std=gnu11 -O2 -g -fno-omit-frame-pointer -fno-ipa-icf -D_GNU_SOURCE $(WARN)
 
 $(REC_WL_DIR)/wl_alloc: tests/workloads/wl_alloc.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(REC_WL_CFLAGS) -o $@ $< -pthread
+	$(call cc_prog,$(REC_WL_CFLAGS),-pthread)
 
 $(REC_WL_DIR)/wl_cxx: tests/workloads/wl_cxx.cc
 	$(call msg,CXX,$@)
@@ -59,9 +57,7 @@ $(B)/tests/bpf/trace_check: $(B)/tests/bpf/trace_check.o $(B)/lib/libmemprof.a
 BPF_TESTS	+= $(REC_WL_DIR)/wl_alloc $(REC_WL_DIR)/wl_cxx $(B)/tests/bpf/trace_check
 
 $(REC_WL_DIR)/wl_nolibc: tests/workloads/wl_nolibc.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) -O2 -static -nostdlib -fno-stack-protector -fno-pie -no-pie -o $@ $<
+	$(call cc_prog,-O2 -static -nostdlib -fno-stack-protector -fno-pie -no-pie)
 
 BPF_TESTS	+= $(REC_WL_DIR)/wl_nolibc
 
@@ -92,9 +88,7 @@ BPF_TESTS	+= $(B)/tests/bpf/engine_check
 
 # The same workload linked statically: its allocator is in the executable, probed at exec.
 $(REC_WL_DIR)/wl_alloc_static: tests/workloads/wl_alloc.c tests/workloads/wl_truth.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(REC_WL_CFLAGS) -static -o $@ $< -pthread
+	$(call cc_prog,$(REC_WL_CFLAGS) -static,-pthread)
 
 BPF_TESTS	+= $(REC_WL_DIR)/wl_alloc_static
 

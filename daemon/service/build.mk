@@ -31,9 +31,7 @@ endif
 SVC_WORKLOADS	:= $(patsubst tests/workloads/%.c,$(B)/tests/workloads/%,\
 		   $(wildcard tests/workloads/svc_*.c))
 $(B)/tests/workloads/svc_%: tests/workloads/svc_%.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -o $@ $<
+	$(call cc_prog,-O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror)
 BPF_TESTS	+= $(SVC_WORKLOADS)
 
 .PHONY: install-service lint-man-service verify-units

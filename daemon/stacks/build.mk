@@ -62,10 +62,8 @@ UNIT_TESTS += $(B)/tests/unit/test_symbolize $(B)/tests/unit/test_symbolize_tabl
 STK_WL_DIR	:= $(B)/tests/workloads
 
 $(STK_WL_DIR)/stk_c: tests/workloads/stk_c.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) -std=gnu11 -O2 -g -fomit-frame-pointer -fno-stack-clash-protection -D_GNU_SOURCE \
-		$(WARN) -o $@ $<
+	$(call cc_prog,-std=gnu11 -O2 -g -fomit-frame-pointer -fno-stack-clash-protection \
+		-D_GNU_SOURCE $(WARN))
 
 $(STK_WL_DIR)/stk_cxx: tests/workloads/stk_cxx.cc
 	$(call msg,CXX,$@)

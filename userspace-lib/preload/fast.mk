@@ -14,9 +14,7 @@ $(B)/gen/cli/libdir.stamp: mp-libdir-check
 $(CTL_OBJS): $(B)/gen/cli/libdir.stamp
 
 $(B)/bench/fast_bench: bench/fast_bench.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(PL_WL_CFLAGS) -o $@ $< -lm -pthread
+	$(call cc_prog,$(PL_WL_CFLAGS),-lm -pthread)
 
 # tests/bpf/bench-fast-quick.sh runs bench-fast's script on it
 BPF_TESTS += $(B)/bench/fast_bench

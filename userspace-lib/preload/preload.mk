@@ -93,9 +93,7 @@ PL_WL_BINS	:= $(addprefix $(PL_WL_DIR)/,$(PL_WL_C) pl_kinds)
 
 $(addprefix $(PL_WL_DIR)/,$(PL_WL_C)): $(PL_WL_DIR)/%: tests/workloads/%.c \
 		userspace-lib/include/memprof/preload.h
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(PL_WL_CFLAGS) -o $@ $< -lm -pthread -ldl
+	$(call cc_prog,$(PL_WL_CFLAGS),-lm -pthread -ldl)
 
 # The same statistics workload linked against the library instead of preloaded ("linkable").
 $(PL_WL_DIR)/pl_stats_linked: tests/workloads/pl_stats.c $(PL_LIB)
@@ -115,9 +113,7 @@ PL_FOREIGN_mi	:= -DPL_MI -lmimalloc
 
 # libpl_early.so: a constructor that mallocs before the preload's constructor has run.
 $(PL_WL_DIR)/libpl_early.so: tests/workloads/pl_early.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(PL_WL_CFLAGS) -fPIC -shared -o $@ $<
+	$(call cc_prog,$(PL_WL_CFLAGS) -fPIC -shared)
 
 $(PL_WL_DIR)/pl_foreign_%: tests/workloads/pl_foreign.c $(PL_WL_DIR)/libpl_early.so
 	$(call msg,CC,$@)
@@ -164,9 +160,7 @@ BPF_TESTS += $(PL_WL_BINS) $(PL_WL_DIR)/usdt_check
 
 # ---- benchmark (not a test) ----------------------------------------------------------------
 $(B)/bench/preload_bench: bench/preload_bench.c
-	$(call msg,CC,$@)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(PL_WL_CFLAGS) -o $@ $< -lm
+	$(call cc_prog,$(PL_WL_CFLAGS),-lm)
 
 .PHONY: bench-preload
 bench-preload: $(B)/bench/preload_bench $(PL_LIB)
