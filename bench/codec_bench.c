@@ -17,27 +17,13 @@
 
 #include <memprof/trace.h>
 
+#include "bench.h"
+
 #define NPATHS		400
 #define DEPTH		20
 #define NCODES		2000
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t paths[NPATHS][DEPTH];
 
@@ -45,11 +31,11 @@ static void make_paths(void)
 {
 	/* A tree: each path shares a random-length prefix with an earlier one. */
 	for (int p = 0; p < NPATHS; p++) {
-		int from = p ? (int)(rnd() % (uint64_t)p) : 0, share = p ? (int)(rnd() % DEPTH) : 0;
+		int from = p ? (int)(bench_xorshift64(&rng) % (uint64_t)p) : 0, share = p ? (int)(bench_xorshift64(&rng) % DEPTH) : 0;
 
 		for (int d = 0; d < DEPTH; d++)
 			paths[p][d] = d < share ? paths[from][d]
-						: 0x400000 + (rnd() % NCODES) * 16;
+						: 0x400000 + (bench_xorshift64(&rng) % NCODES) * 16;
 	}
 }
 
@@ -82,17 +68,17 @@ static int write_trace(const char *path, int zstd, unsigned long n, double *secs
 		if (err)
 			break;
 	}
-	t0 = now();
+	t0 = bench_now_s();
 	for (unsigned long i = 0; i < n && !err; i++) {
-		t += rnd() % 20;
-		if (nlive && rnd() % 10 < 4) {
-			unsigned long k = rnd() % nlive;
+		t += bench_xorshift64(&rng) % 20;
+		if (nlive && bench_xorshift64(&rng) % 10 < 4) {
+			unsigned long k = bench_xorshift64(&rng) % nlive;
 
 			err = memprof_writer__collect(w, t, live[k]);
 			live[k] = live[--nlive];
 		} else {
-			const uint64_t *bt = paths[rnd() % NPATHS];
-			uint64_t words = 1 + (rnd() % 8 ? rnd() % 16 : rnd() % 100000);
+			const uint64_t *bt = paths[bench_xorshift64(&rng) % NPATHS];
+			uint64_t words = 1 + (bench_xorshift64(&rng) % 8 ? bench_xorshift64(&rng) % 16 : bench_xorshift64(&rng) % 100000);
 
 			err = memprof_writer__alloc(w, t, words, 1 + words / 1000,
 						    MEMPROF_SOURCE_EXTERNAL, bt, DEPTH, &id);
@@ -103,7 +89,7 @@ static int write_trace(const char *path, int zstd, unsigned long n, double *secs
 		err = memprof_writer__close(w);
 	else
 		memprof_writer__close(w);
-	*secs = now() - t0;
+	*secs = bench_now_s() - t0;
 	free(live);
 	if (err)
 		fprintf(stderr, "codec_bench: Failed to write '%s': %s\n", path, strerror(-err));
@@ -117,7 +103,7 @@ static long read_trace(const char *path, double *secs)
 	struct memprof_reader *r;
 	char err[256];
 	long n = 0;
-	double t0 = now();
+	double t0 = bench_now_s();
 	int ret;
 
 	r = memprof_reader__open(path, &o, err, sizeof(err));
@@ -127,7 +113,7 @@ static long read_trace(const char *path, double *secs)
 	}
 	while ((ret = memprof_reader__next(r, &ev)) > 0)
 		n++;
-	*secs = now() - t0;
+	*secs = bench_now_s() - t0;
 	if (ret < 0) {
 		fprintf(stderr, "codec_bench: Failed to read '%s': %s\n", path,
 			memprof_reader__errmsg(r));

@@ -17,19 +17,13 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench.h"
+
 #define RING 256
 
 static void *volatile sink;
 static pthread_barrier_t start;
 static uint64_t ops_per_thread;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void *run(void *arg)
 {
@@ -72,14 +66,14 @@ int main(int argc, char **argv)
 		if (pthread_create(&th[i], NULL, run, (void *)(uintptr_t)i))
 			return 1;
 	pthread_barrier_wait(&start);
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	for (unsigned long i = 0; i < nth; i++) {
 		void *r;
 
 		pthread_join(th[i], &r);
 		bytes += (uintptr_t)r;
 	}
-	printf("elapsed_ns %llu ops %llu bytes %llu\n", (unsigned long long)(now_ns() - t0),
+	printf("elapsed_ns %llu ops %llu bytes %llu\n", (unsigned long long)(bench_now_ns() - t0),
 	       (unsigned long long)(nth * ops_per_thread), (unsigned long long)bytes);
 	return 0;
 }

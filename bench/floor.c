@@ -39,6 +39,7 @@
 #include <bpf/libbpf.h>
 #include <bpf/bpf.h>
 
+#include "bench/bench.h"
 #include "bench/floor.h"
 #include "bench/floor.skel.h"
 #include "daemon/probe/elf_syms.h"
@@ -79,14 +80,6 @@ struct loader {
 	int fds[MAX_OBJS];	/* session links, one per object */
 	unsigned int emulated, stepped;	/* entry probe points by kind of instruction */
 };
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static int probe_index(const char *name, void *ctx)
 {
@@ -344,7 +337,7 @@ int main(int argc, char **argv)
 	}
 	close(go[0]);
 
-	t0 = now_ms();
+	t0 = bench_now_ms();
 	libbpf_set_strict_mode(LIBBPF_STRICT_ALL);
 	l.skel = floor_bpf__open();
 	if (!l.skel) {
@@ -361,7 +354,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "floor: failed to load the BPF programs: %s\n", strerror(errno));
 		goto out;
 	}
-	t_load = now_ms();
+	t_load = bench_now_ms();
 	for (size_t i = 0; i < nobjs; i++)
 		if (attach_object(&l, objs[i]))
 			goto out;
@@ -369,7 +362,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "floor: no allocator function found in the objects given\n");
 		goto out;
 	}
-	t_attach = t_release = now_ms();
+	t_attach = t_release = bench_now_ms();
 	if (write(go[1], "g", 1) != 1) {
 		fprintf(stderr, "floor: failed to release the child: %s\n", strerror(errno));
 		goto out;
@@ -379,7 +372,7 @@ int main(int argc, char **argv)
 	go[1] = -1;
 	if (wait_child(l.pid, &status))
 		goto out;
-	t_exit = now_ms();
+	t_exit = bench_now_ms();
 	l.pid = 0;
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 

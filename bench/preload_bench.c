@@ -15,23 +15,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
+
 static void *volatile sink;
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t xorshift(uint64_t *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -49,15 +35,15 @@ int main(int argc, char **argv)
 		static double w[WINDOWS];
 
 		for (int i = 0; i < WINDOWS; i++) {
-			uint64_t t0 = now_ns();
+			uint64_t t0 = bench_now_ns();
 
 			for (int k = 0; k < PAIRS; k++) {
-				void *p = malloc(64 + (xorshift(&x) & 63));
+				void *p = malloc(64 + (bench_xorshift64(&x) & 63));
 
 				sink = p;
 				free(p);
 			}
-			w[i] = (double)(now_ns() - t0) / PAIRS;
+			w[i] = (double)(bench_now_ns() - t0) / PAIRS;
 		}
 		qsort(w, WINDOWS, sizeof(w[0]), cmp_double);
 		printf("min_ns %.2f median_ns %.2f\n", w[0], w[WINDOWS / 2]);
@@ -73,19 +59,19 @@ int main(int argc, char **argv)
 			return 2;
 		w = calloc((size_t)windows, sizeof(*w));
 		for (int i = 0; i < 256; i++)
-			ring[i] = malloc(16 + xorshift(&x) % 4081);
+			ring[i] = malloc(16 + bench_xorshift64(&x) % 4081);
 		for (long i = 0; i < windows; i++) {
-			uint64_t t0 = now_ns();
+			uint64_t t0 = bench_now_ns();
 
 			for (int k = 0; k < PAIRS; k++) {
-				uint64_t r = xorshift(&x);
+				uint64_t r = bench_xorshift64(&x);
 				unsigned slot = r & 255;
 
 				free(ring[slot]);
 				ring[slot] = malloc(16 + (r >> 8) % 4081);
 				sink = ring[slot];
 			}
-			w[i] = (double)(now_ns() - t0) / PAIRS;
+			w[i] = (double)(bench_now_ns() - t0) / PAIRS;
 		}
 		qsort(w, (size_t)windows, sizeof(w[0]), cmp_double);
 		printf("min_ns %.2f median_ns %.2f\n", w[0], w[windows / 2]);

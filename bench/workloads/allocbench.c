@@ -22,6 +22,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../bench.h"
+
 #ifndef MAXSZ
 #define MAXSZ 4096
 #endif
@@ -41,25 +43,6 @@ struct worker {
 
 static pthread_barrier_t start_line;
 
-static uint64_t xorshift64(uint64_t *s)
-{
-	uint64_t x = *s;
-
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x;
-}
-
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 static void *worker_run(void *arg)
 {
 	struct worker *w = arg;
@@ -74,9 +57,9 @@ static void *worker_run(void *arg)
 		sink = ring[i];
 	}
 	pthread_barrier_wait(&start_line);
-	t0 = now_ns();
+	t0 = (double)bench_now_ns();
 	for (unsigned long op = 0; op < w->ops; op++) {
-		uint64_t r = xorshift64(&state);
+		uint64_t r = bench_xorshift64(&state);
 		unsigned int slot = r % RING;
 		size_t size = MINSZ + (r >> 32) % (MAXSZ - MINSZ + 1);
 		char *p;
@@ -89,7 +72,7 @@ static void *worker_run(void *arg)
 		ring[slot] = p;
 		sink = p;
 	}
-	t1 = now_ns();
+	t1 = (double)bench_now_ns();
 	for (unsigned int i = 0; i < RING; i++)
 		free(ring[i]);
 	w->ns = t1 - t0;

@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../bench.h"
+
 #define RING		256
 #define MAX_THREADS	64
 
@@ -43,14 +45,6 @@ struct worker {
 	unsigned long pairs;	/* done */
 	double end;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* malloc @size at @depth more frames down (no tail calls: the frames stay) */
 static __attribute__((noinline)) void *nested(unsigned int depth, unsigned long size)
@@ -77,9 +71,9 @@ static void *run(void *arg)
 		if (w->rate > 0) {
 			double due = w->t0 + (double)i / w->rate;
 
-			while (now_s() < due)
+			while (bench_now_s() < due)
 				;
-		} else if (!(i & 1023) && now_s() >= stop) {
+		} else if (!(i & 1023) && bench_now_s() >= stop) {
 			break;
 		}
 		free(ring[slot]);
@@ -91,7 +85,7 @@ static void *run(void *arg)
 	for (unsigned int k = 0; k < RING; k++)
 		free(ring[k]);
 	w->pairs = i;
-	w->end = now_s();
+	w->end = bench_now_s();
 	return NULL;
 }
 
@@ -166,7 +160,7 @@ int main(int argc, char **argv)
 		if (!fgets(line, sizeof(line), stdin))
 			return 1;
 	}
-	t0 = now_s();
+	t0 = bench_now_s();
 	for (unsigned long k = 0; k < nthreads; k++) {
 		int err;
 
