@@ -19,6 +19,13 @@
 #define MP_ALLOC_DEF(s, k, sh, n)	{ s, k, sh, n, true, true }
 #define MP_FREE_DEF(s)			{ s, MP_KIND_FREE, MP_SHAPE_FREE, 1, false, true }
 #define MP_DELETE_DEF(s)		{ s, MP_KIND_DELETE, MP_SHAPE_FREE, 1, false, true }
+/* jemalloc's non-standard API, under the prefix @p of its build ("" or "je_") */
+#define MP_JE_NONSTANDARD(p)                                                                    \
+	MP_ALLOC_DEF(p "mallocx", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1),                           \
+	MP_ALLOC_DEF(p "rallocx", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),                        \
+	MP_ALLOC_DEF(p "xallocx", MP_KIND_XALLOCX, MP_SHAPE_XALLOCX, 2),                        \
+	MP_FREE_DEF(p "dallocx"),                                                               \
+	MP_FREE_DEF(p "sdallocx")
 
 /*
  * The allocator entry points, looked up in every executable object a process maps (.dynsym and
@@ -70,11 +77,7 @@ const struct probe_def probe_table[] = {
 	 * same with the je_ prefix of builds that keep the system allocator (redis' bundled
 	 * copy, --with-jemalloc-prefix). nallocx and sallocx allocate nothing: not probed.
 	 */
-	MP_ALLOC_DEF("mallocx", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1),
-	MP_ALLOC_DEF("rallocx", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
-	MP_ALLOC_DEF("xallocx", MP_KIND_XALLOCX, MP_SHAPE_XALLOCX, 2),
-	MP_FREE_DEF("dallocx"),
-	MP_FREE_DEF("sdallocx"),
+	MP_JE_NONSTANDARD(""),
 	MP_ALLOC_DEF("je_malloc", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1),
 	MP_ALLOC_DEF("je_calloc", MP_KIND_CALLOC, MP_SHAPE_CALLOC, 2),
 	MP_ALLOC_DEF("je_realloc", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
@@ -83,11 +86,7 @@ const struct probe_def probe_table[] = {
 	MP_ALLOC_DEF("je_aligned_alloc", MP_KIND_ALIGNED_ALLOC, MP_SHAPE_SIZE2, 2),
 	MP_ALLOC_DEF("je_memalign", MP_KIND_MEMALIGN, MP_SHAPE_SIZE2, 2),
 	MP_ALLOC_DEF("je_valloc", MP_KIND_VALLOC, MP_SHAPE_SIZE1, 1),
-	MP_ALLOC_DEF("je_mallocx", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1),
-	MP_ALLOC_DEF("je_rallocx", MP_KIND_REALLOC, MP_SHAPE_REALLOC, 2),
-	MP_ALLOC_DEF("je_xallocx", MP_KIND_XALLOCX, MP_SHAPE_XALLOCX, 2),
-	MP_FREE_DEF("je_dallocx"),
-	MP_FREE_DEF("je_sdallocx"),
+	MP_JE_NONSTANDARD("je_"),
 	/* gperftools' tcmalloc: tc_* (aliases of malloc & co. in Debian's build) */
 	MP_ALLOC_DEF("tc_malloc", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1),
 	MP_ALLOC_DEF("tc_malloc_skip_new_handler", MP_KIND_MALLOC, MP_SHAPE_SIZE1, 1),

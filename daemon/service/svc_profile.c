@@ -166,38 +166,64 @@ bool svc_profile__may_control(const struct svc_profile *sp, uid_t uid)
 	return uid == 0 || uid == sp->owner_uid;
 }
 
-uint32_t svc_profile__scan_ids(const char *state_dir)
+/*
+ * Call @fn(id, dir, ctx) for each <state_dir>/profiles/<id> whose name is a profile id (a
+ * decimal number below UINT32_MAX); the sum of what @fn returned.
+ */
+static uint64_t foreach_profile_dir(const char *state_dir,
+				    uint64_t (*fn)(uint32_t id, const char *dir, void *ctx), void *ctx)
 {
-	char path[4096];
+	char path[4096], dir[4400];
 	struct dirent *de;
-	uint32_t max = 0;
-	DIR *dir;
+	uint64_t sum = 0;
+	DIR *d;
 
 	snprintf(path, sizeof(path), "%s/profiles", state_dir);
-	dir = opendir(path);
-	if (!dir)
+	d = opendir(path);
+	if (!d)
 		return 0;
-	while ((de = readdir(dir))) {
+	while ((de = readdir(d))) {
 		char *end;
 		unsigned long v;
 
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
 		errno = 0;
 		v = strtoul(de->d_name, &end, 10);
-		if (errno || *end || end == de->d_name || v > UINT32_MAX - 1)
+		if (errno || *end || v > UINT32_MAX - 1)
 			continue;
-		if (v > max)
-			max = (uint32_t)v;
+		snprintf(dir, sizeof(dir), "%s/%s", path, de->d_name);
+		sum += fn((uint32_t)v, dir, ctx);
 	}
-	closedir(dir);
+	closedir(d);
+	return sum;
+}
+
+static uint64_t note_max_id(uint32_t id, const char *dir, void *ctx)
+{
+	uint32_t *max = ctx;
+
+	if (id > *max)
+		*max = id;
+	return 0;
+}
+
+uint32_t svc_profile__scan_ids(const char *state_dir)
+{
+	uint32_t max = 0;
+
+	foreach_profile_dir(state_dir, note_max_id, &max);
 	return max;
 }
 
 /*
  * <dir>/manifest.json of a profile a previous memprofd did not complete (it was killed or
- * crashed): state "interrupted", its traces readable prefixes. Returns 1 if it was marked.
+ * crashed): state "interrupted", its traces readable prefixes; @ctx points to the time. Returns
+ * 1 if it was marked.
  */
-static int mark_interrupted(const char *dir, uint64_t now_us)
+static uint64_t mark_interrupted(uint32_t id, const char *dir, void *ctx)
 {
+	uint64_t now_us = *(const uint64_t *)ctx;
 	char path[4500], tmp[4500];
 	struct json_object *root, *v, *procs;
 	const char *state;
@@ -248,25 +274,9 @@ out:
 
 unsigned int svc_profile__mark_interrupted(const char *state_dir)
 {
-	char path[4096], dir[4400];
-	unsigned int n = 0;
 	uint64_t now = now_realtime_us();
-	struct dirent *de;
-	DIR *d;
 
-	snprintf(path, sizeof(path), "%s/profiles", state_dir);
-	d = opendir(path);
-	if (!d)
-		return 0;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] < '0' || de->d_name[0] > '9' ||
-		    strspn(de->d_name, "0123456789") != strlen(de->d_name))
-			continue;
-		snprintf(dir, sizeof(dir), "%s/%s", path, de->d_name);
-		n += (unsigned int)mark_interrupted(dir, now);
-	}
-	closedir(d);
-	return n;
+	return (unsigned int)foreach_profile_dir(state_dir, mark_interrupted, &now);
 }
 
 /* The kept reply of a Discard: sent now (the files are complete, or the wait is over). */
@@ -584,52 +594,47 @@ int svc_profile__add_process(struct memprofd *d, struct svc_profile *sp, pid_t p
 	return r;
 }
 
-int svc_profile__stop(struct memprofd *d, struct svc_profile *sp, char *err, size_t err_len)
+/*
+ * Stop (from sampling) or discard (from stopped) @sp. What happened before the request (an exit
+ * the caller saw, frees made before it) counts: the engine delivers it first.
+ */
+static int profile_transition(struct memprofd *d, struct svc_profile *sp, bool discard, char *err,
+			      size_t err_len)
 {
+	enum mp_profile_state from = discard ? MP_PROFILE_STOPPED : MP_PROFILE_SAMPLING;
 	enum mp_profile_state st;
 	int r;
 
-	/* What happened before the request (an exit the caller saw) counts: deliver it first. */
 	mp_engine__process(d->engine);
 	st = mp_profile__state(sp->p);
-
-	if (st != MP_PROFILE_SAMPLING) {
-		snprintf(err, err_len, "Profile %" PRIu32 " is %s, not sampling", sp->id,
-			 svc_state_name(st));
+	if (st != from) {
+		if (discard)
+			snprintf(err, err_len, "Profile %" PRIu32 " is %s; only a stopped profile "
+				 "can be discarded%s", sp->id, svc_state_name(st),
+				 st == MP_PROFILE_SAMPLING ? " (stop it first)" : "");
+		else
+			snprintf(err, err_len, "Profile %" PRIu32 " is %s, not sampling", sp->id,
+				 svc_state_name(st));
 		return -EINVAL;
 	}
-	r = mp_profile__stop(sp->p);
+	r = discard ? mp_profile__discard(sp->p) : mp_profile__stop(sp->p);
 	if (r < 0) {
-		snprintf(err, err_len, "Failed to stop profile %" PRIu32 ": %s", sp->id,
-			 strerror(-r));
+		snprintf(err, err_len, "Failed to %s profile %" PRIu32 ": %s",
+			 discard ? "discard" : "stop", sp->id, strerror(-r));
 		return r;
 	}
 	svc_profile__state_changed(d, sp);
 	return 0;
 }
 
+int svc_profile__stop(struct memprofd *d, struct svc_profile *sp, char *err, size_t err_len)
+{
+	return profile_transition(d, sp, false, err, err_len);
+}
+
 int svc_profile__discard(struct memprofd *d, struct svc_profile *sp, char *err, size_t err_len)
 {
-	enum mp_profile_state st;
-	int r;
-
-	mp_engine__process(d->engine);	/* frees made before the request are in the traces */
-	st = mp_profile__state(sp->p);
-
-	if (st != MP_PROFILE_STOPPED) {
-		snprintf(err, err_len, "Profile %" PRIu32 " is %s; only a stopped profile can be "
-			 "discarded%s", sp->id, svc_state_name(st),
-			 st == MP_PROFILE_SAMPLING ? " (stop it first)" : "");
-		return -EINVAL;
-	}
-	r = mp_profile__discard(sp->p);
-	if (r < 0) {
-		snprintf(err, err_len, "Failed to discard profile %" PRIu32 ": %s", sp->id,
-			 strerror(-r));
-		return r;
-	}
-	svc_profile__state_changed(d, sp);
-	return 0;
+	return profile_transition(d, sp, true, err, err_len);
 }
 
 /* A trace that could not be written whole (a full disk), logged once it is complete. */

@@ -658,20 +658,18 @@ static int scenario_dlopen(void)
 	char *cxx_argv[] = { wl_cxx_path, NULL };
 	struct mp_proc_cfg cfg = cfg_rate_one(0);
 	struct wl w;
-	uint32_t pid;
 
 	/* dlopen after attach */
 	if (!start_profiled(&w, argv, &cfg))
 		return 1;
-	pid = w.pid;
 	if (!wl_next_sync(&w, "dlopen-sync"))
 		return 1;
 	consume_pending();
 	wl_release(&w);
 	wl_finish(&w);
-	check(count(MP_EV_ALLOC, pid, 20777, MP_KIND_NEW) == 1, "dlopened-new",
+	check(count(MP_EV_ALLOC, w.pid, 20777, MP_KIND_NEW) == 1, "dlopened-new",
 	      "%zu events for operator new(20777) from a dlopen'd libstdc++",
-	      count(MP_EV_ALLOC, pid, 20777, 0));
+	      count(MP_EV_ALLOC, w.pid, 20777, 0));
 
 	/* exec of a C++ program after attach: libstdc++ is new in the exec'd image */
 	if (!attach_then_exec(&w, cxx_argv, &cfg))

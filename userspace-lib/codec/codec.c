@@ -2,6 +2,7 @@
 /* Helpers shared by the memtrace writer and reader: the MTF tables. */
 #include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "userspace-lib/codec/codec.h"
 
@@ -35,4 +36,12 @@ void mtc_mtf__free(struct mp_mtf *t)
 		defs__free(t->f[i].defs);
 	}
 	t->n = 0;
+}
+
+void mtc_close_keep_errno(int fd)
+{
+	int err = errno;
+
+	close(fd);
+	errno = err;
 }

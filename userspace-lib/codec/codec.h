@@ -150,4 +150,7 @@ void mtc_mtf__free(struct mp_mtf *t);
 /* Move entry @i of an array of @elem-byte entries to the front. */
 void mtc_mtf_to_front(void *arr, size_t elem, unsigned int i);
 
+/* close(@fd) on an error path, keeping the errno of the error that is being returned. */
+void mtc_close_keep_errno(int fd);
+
 #endif

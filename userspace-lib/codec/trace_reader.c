@@ -728,13 +728,10 @@ struct memprof_reader *memprof_reader__open(const char *path,
 		return NULL;
 	}
 	r = memprof_reader__new_fd(fd, opts, errbuf, errbuf_len);
-	if (!r) {
-		err = errno;
-		close(fd);
-		errno = err;
-		return NULL;
-	}
-	r->own_fd = true;
+	if (r)
+		r->own_fd = true;
+	else
+		mtc_close_keep_errno(fd);
 	return r;
 }
 

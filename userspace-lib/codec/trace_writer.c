@@ -559,7 +559,7 @@ struct memprof_writer *memprof_writer__open(const char *path,
 					    const struct memprof_writer_opts *opts)
 {
 	struct memprof_writer *w;
-	int fd, err;
+	int fd;
 
 	if (!path || !info) {
 		errno = EINVAL;
@@ -569,13 +569,10 @@ struct memprof_writer *memprof_writer__open(const char *path,
 	if (fd < 0)
 		return NULL;
 	w = memprof_writer__new(fd, info, opts);
-	if (!w) {
-		err = errno;
-		close(fd);
-		errno = err;
-		return NULL;
-	}
-	w->own_fd = true;
+	if (w)
+		w->own_fd = true;
+	else
+		mtc_close_keep_errno(fd);
 	return w;
 }
 
