@@ -10,8 +10,9 @@
 #   - the default rate's literal 1e-4 is written in the table only (and as the public
 #     MEMPROF_PRELOAD_DEFAULT_RATE of <memprof/preload.h>, checked equal by test_options);
 #   - the man pages document the table: memprofctl.1 each flag with its short flag and
-#     argument, memprofd.8 each key of Start's options with its D-Bus signature, and the
-#     default and maximum it states for a key are the table's.
+#     argument, and in its attach section each flag's key in Start's options with its D-Bus
+#     signature; memprofd.8's Start points there; every default and maximum the pages state
+#     for an option (memprofctl.1's attach item, memprofd.8's note on a key) is the table's.
 # The table comes from `test_options --table`: key, signature, flag, short flag, argument,
 # default, maximum.
 set -u
@@ -92,6 +93,19 @@ for f in files:
 
 ctl = open("man/memprofctl.1").read()
 daemon = open("man/memprofd.8").read()
+m = re.search(r'^\.SS "attach .*?(?=^\.SS )', ctl, re.M | re.S)
+attach = m.group(0) if m else ""
+if not attach:
+    fail("memprofctl.1 has no attach section")
+# the items of the attach section: its tag line, then its text up to the next .TP
+items = {}
+for it in attach.split("\n.TP\n")[1:]:
+    tag, _, text = it.partition("\n")
+    fm = re.search(r"\\-\\-((?:[a-z0-9]|\\-)+)", tag)
+    if fm:
+        items[fm.group(1).replace("\\-", "-")] = text.replace("\n", " ")
+if "memprofctl (1)" not in daemon or "profile options of" not in daemon:
+    fail("memprofd.8's Start does not point to memprofctl(1) for its options")
 for key, sig, flag, short, arg, default, top in rows:
     mflag = r"\-\-" + flag.replace("-", r"\-")
     if mflag not in ctl:
@@ -101,25 +115,30 @@ for key, sig, flag, short, arg, default, top in rows:
         fail("memprofctl.1 does not document --%s as %s" % (flag, short))
     if arg != "-" and not re.search(re.escape(mflag) + r' " (\\fI)?%s\b' % arg, ctl):
         fail("memprofctl.1 does not give --%s its argument %s" % (flag, arg))
-    m = re.search(r"^\.B %s\n\(%s[,)]" % (re.escape(key), re.escape(sig)), daemon, re.M)
-    if not m:
-        fail("memprofd.8 does not document Start's option %s (%s)" % (key, sig))
+    text = items.get(flag)
+    if text is None:
+        fail("memprofctl.1's attach section has no item for --%s" % flag)
         continue
-    # its text: up to the next key of the list
-    nxt = re.compile(r"^\.B [a-z_]+\n\(|^\.TP", re.M).search(daemon, m.end())
-    text = daemon[m.end():nxt.start() if nxt else len(daemon)].replace("\n", " ")
-    said = re.findall(r"\bdefault (\S+?)[,;)]|(\S+?),? the default\b|(\w+)\W+\(default\)", text)
-    for d in ["".join(g) for g in said]:
-        if d.rstrip("us") != default.rstrip("us") and not (
-                re.match(r"^[0-9.e+-]+$", d) and re.match(r"^[0-9.e+-]+(us)?$", default) and
-                float(d) == float(default.rstrip("us"))):
-            fail("memprofd.8 says %s's default is %s, the table %s" % (key, d, default))
-    for most in re.findall(r"\bat most (\d+)", text):
-        if float(most) != float(top):
-            fail("memprofd.8 says %s is at most %s, the table %s" % (key, most, top))
+    if not re.search(r"\.B %s \(%s[,)]" % (re.escape(key), re.escape(sig)), text):
+        fail("memprofctl.1's attach --%s does not name its Start key %s (%s)" % (flag, key, sig))
+    texts = [text]
+    dm = re.search(r"^\.B %s\n(.*?)(?=^\.B [a-z_]+\n|^\.TP|^\.PP)" % re.escape(key), daemon,
+                   re.M | re.S)
+    if dm:
+        texts.append(dm.group(1).replace("\n", " "))
+    for t in texts:
+        said = re.findall(r"\bdefault (\S+?)[,;)]|(\S+?),? the default\b|(\w+)\W+\(default\)", t)
+        for d in ["".join(g) for g in said]:
+            if d.rstrip("us") != default.rstrip("us") and not (
+                    re.match(r"^[0-9.e+-]+$", d) and re.match(r"^[0-9.e+-]+(us)?$", default) and
+                    float(d) == float(default.rstrip("us"))):
+                fail("the man pages say %s's default is %s, the table %s" % (key, d, default))
+        for most in re.findall(r"\bat most (\d+)", t):
+            if float(most) != float(top):
+                fail("the man pages say %s is at most %s, the table %s" % (key, most, top))
 
 if fails:
     sys.exit(1)
-print("PASS: options-table: %d options defined once, in the table and the man pages" %
+print("PASS: options-table: %d options defined once, in the table and memprofctl.1" %
       len(rows))
 EOF
