@@ -59,7 +59,7 @@ static bool fp_trustworthy(struct mp_engine *e, struct mp_proc *pr, const uint64
 
 		if (!fp[i] || fp[i] >= (1ull << 62))
 			return false;
-		if (pr->fp_ok[slot] == key)
+		if (pr->live->fp_ok[slot] == key)
 			continue;
 		if (inner) {
 			if (mp_unwinder__frame_pointers(e->unw, pr->pid, fp[i]) <= 0)
@@ -67,7 +67,7 @@ static bool fp_trustworthy(struct mp_engine *e, struct mp_proc *pr, const uint64
 		} else if (mp_symbolizer__mapping(e->sym, pr->pid, fp[i], &mi)) {
 			return false;
 		}
-		pr->fp_ok[slot] = key;
+		pr->live->fp_ok[slot] = key;
 	}
 	return true;
 }

@@ -45,6 +45,16 @@ struct mp_closing {
 	struct mp_closing *next;
 };
 
+/* What only a process whose trace is being written needs (3 KiB): freed at its completion, so
+ * that the many processes a profile saw exit cost it their figures only. */
+struct mp_proc_live {
+	/* fp_trustworthy()'s verdicts that hold (see there): direct-mapped, 0 = none */
+	uint64_t fp_ok[MP_FPC_SLOTS];
+	/* the last backtrace written (outermost first): its locations are defined */
+	uint64_t prev_bt[MP_MAX_STACK];
+	unsigned int prev_len;
+};
+
 /* A process of a profile: what the engine knows of it, and its trace. */
 struct mp_proc {
 	struct mp_hnode node;		/* key: pid, in the profile's table */
@@ -82,11 +92,7 @@ struct mp_proc {
 	/* AUTO: BPF's stack copies are off while the frame-pointer walk does (copy_adapt()) */
 	bool copy_off;
 	unsigned int fp_streak, copy_backoff;
-	/* fp_trustworthy()'s verdicts that hold (see there): direct-mapped, 0 = none */
-	uint64_t fp_ok[MP_FPC_SLOTS];
-	/* the last backtrace written (outermost first): its locations are defined */
-	uint64_t prev_bt[MP_MAX_STACK];
-	unsigned int prev_len;
+	struct mp_proc_live *live;	/* until completed, then NULL */
 	enum mp_proc_mode mode;		/* uprobes, or libmemprof-preload's USDT probes */
 	/* preload mode: the library's counters, as last read */
 	uint64_t pl_stats[MEMPROF_PRELOAD_STAT__SLOTS];

@@ -118,12 +118,13 @@ static void on_alloc(struct mp_engine *e, const struct mp_alloc_event *ev,
 
 		if (!a || a >= (1ull << 62))
 			continue;
-		if ((k >= pr->prev_len || pr->prev_bt[k] != a) && define_location(pr, a) < 0)
+		if ((k >= pr->live->prev_len || pr->live->prev_bt[k] != a) &&
+		    define_location(pr, a) < 0)
 			continue;
 		bt[k++] = a;
 	}
-	memcpy(pr->prev_bt, bt, k * sizeof(bt[0]));
-	pr->prev_len = k;
+	memcpy(pr->live->prev_bt, bt, k * sizeof(bt[0]));
+	pr->live->prev_len = k;
 
 	en = mp_entries__insert(e->entries, pr->pid, (pid_t)ev->h.tid, ev->addr);
 	if (!en) {
@@ -332,9 +333,11 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		struct mp_proc *pr = proc_find(p, pid);
 
-		if (pr) {	/* another image: other code at those addresses */
-			memset(pr->fp_ok, 0, sizeof(pr->fp_ok));
-			pr->prev_len = 0;
+		if (pr && pr->live) {	/* another image: other code at those addresses */
+			memset(pr->live->fp_ok, 0, sizeof(pr->live->fp_ok));
+			pr->live->prev_len = 0;
+		}
+		if (pr) {
 			if (strcmp(comm, "?"))
 				memcpy(pr->comm, comm, sizeof(pr->comm));
 			trace_restart_at_exec(pr);

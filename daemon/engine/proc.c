@@ -156,16 +156,20 @@ struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, char *err, size_t err_
 {
 	struct mp_engine *e = p->e;
 	struct mp_proc *pr = calloc(1, sizeof(*pr));
+	struct mp_proc_live *live = calloc(1, sizeof(*live));
 	const char *ext = p->opts.zstd_level > 0 ? ".ctf.zst" : ".ctf";
 	bool first = p->nprocs == 0, user_named = false;
 	char path[4096], comm[16], fdname[4096];
 	struct mp_mapping_info mi;
 	int r;
 
-	if (!pr) {
+	if (!pr || !live) {
 		snprintf(err, err_len, "Out of memory");
+		free(live);
+		free(pr);
 		return NULL;
 	}
+	pr->live = live;
 	pr->p = p;
 	pr->pid = pid;
 	pr->fd = -1;
@@ -281,6 +285,7 @@ fail:
 	if (pr->path)
 		trace_unlink(pr, pr->path);
 	free(pr->path);
+	free(pr->live);
 	free(pr);
 	return NULL;
 }
@@ -312,6 +317,8 @@ void proc_complete(struct mp_proc *pr)
 	if (pr->fd >= 0)
 		close(pr->fd);
 	pr->fd = -1;
+	free(pr->live);
+	pr->live = NULL;
 }
 
 void proc_free(struct mp_proc *pr)
