@@ -391,6 +391,7 @@ static __always_inline int emit_proc(__u32 type, __u32 tgid, __u32 tid, __u32 pr
 	hdr_fill(&e->h, type, ((__u64)tgid << 32) | tid, profile);
 	e->other_pid = other;
 	e->exit_code = code;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }

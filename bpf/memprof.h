@@ -209,6 +209,9 @@ struct mp_proc_event {
 	struct mp_event_hdr h;
 	__u32 other_pid;	/* FORK: the child; EXEC: the old pid if it changed */
 	__u32 exit_code;	/* EXIT: the process' exit code (task->exit_code) */
+	/* the comm of the task the record is about (FORK: the parent's, which the child has;
+	 * EXEC: the new image's), for a process gone before the daemon reads /proc */
+	char comm[16];
 };
 
 /*
@@ -379,7 +382,7 @@ struct mp_preload_target {
 _Static_assert(sizeof(struct mp_event_hdr) == 24, "mp_event_hdr layout");
 _Static_assert(sizeof(struct mp_alloc_event) == 24 + 40 + 8 * MP_MAX_STACK, "alloc layout");
 _Static_assert(sizeof(struct mp_free_event) == 40, "free layout");
-_Static_assert(sizeof(struct mp_proc_event) == 32, "proc layout");
+_Static_assert(sizeof(struct mp_proc_event) == 48, "proc layout");
 _Static_assert(sizeof(struct mp_free_batch_event) == 32 + 8 * MP_FREE_BATCH_MAX, "batch layout");
 _Static_assert(sizeof(struct mp_preload_alloc_head) == MP_PL_REC_FREE_IDS, "preload rec head");
 _Static_assert(sizeof(struct mp_preload_queued_head) + 8 * MP_MAX_STACK == MP_PL_QUEUED_SIZE,

@@ -93,6 +93,7 @@ struct mp_proc {
 	bool copy_off;
 	unsigned int fp_streak, copy_backoff;
 	struct mp_proc_live *live;	/* until completed, then NULL */
+	unsigned int incarnation;	/* 1 for the profile's first process of this pid, 2... */
 	enum mp_proc_mode mode;		/* uprobes, or libmemprof-preload's USDT probes */
 	/* preload mode: the library's counters, as last read */
 	uint64_t pl_stats[MEMPROF_PRELOAD_STAT__SLOTS];
@@ -149,6 +150,7 @@ struct mp_engine {
 	/* sync_proc() (profile.c): the trace of sync_pid (> 0) goes to sync_fd (service) */
 	pid_t sync_pid;
 	int sync_fd;
+	const char *comm_hint;		/* proc_new()'s name when /proc has none (on_fork()) */
 	struct mp_closing *closing;	/* writers finishing completed traces */
 	bool reaping;			/* in reap_outputs() */
 };

@@ -172,10 +172,17 @@ struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, char *err, size_t err_
 	pr->live = live;
 	pr->p = p;
 	pr->pid = pid;
+	{
+		const struct mp_proc *prev = proc_find(p, pid);	/* the pid's latest, if any */
+
+		pr->incarnation = prev ? prev->incarnation + 1 : 1;
+	}
 	pr->fd = -1;
 	pr->pidfd = -1;
 	pr->node.key = (uint64_t)pid;
 	read_comm(pid, pr->comm);
+	if (!strcmp(pr->comm, "?") && e->comm_hint && e->comm_hint[0])	/* gone already */
+		snprintf(pr->comm, sizeof(pr->comm), "%.15s", e->comm_hint);
 	proc_update_mode(pr);
 	memcpy(comm, pr->comm, sizeof(comm));
 	sanitize(comm);
@@ -193,10 +200,8 @@ struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, char *err, size_t err_
 		snprintf(path, sizeof(path), "%s", fd_name(pr->fd, fdname, sizeof(fdname)));
 	} else {
 		/* a pid this profile had before (pid reuse) never takes an earlier name */
-		unsigned int k = 1;
+		unsigned int k = pr->incarnation;
 
-		for (struct mp_proc *o = p->list; o; o = o->next)
-			k += o->pid == pid;
 		if (first && p->out_path) {
 			snprintf(path, sizeof(path), "%s", p->out_path);
 			user_named = true;
