@@ -93,9 +93,17 @@ bench-placement: $(B)/bin/memprofctl $(B)/tests/workloads/ovh_loop
 
 bench: bench-placement
 
+# A profile of a process that starts short processes all day: memprofd's RSS, fds, files and
+# stop time (bench/churn-soak.sh; DURATION=900 seconds by default).
+.PHONY: bench-churn
+bench-churn: $(B)/bin/memprofd $(B)/bin/memprofctl
+	$(Q)BENCH_BUILD=$(abspath $(B)) bench/churn-soak.sh
+
+bench: bench-churn
+
 # Benchmarks measure time: two must never run at once, even under make -j. When bench is a goal,
 # this make runs one recipe at a time (GNU make 4.3 has no per-target .NOTPARALLEL).
-ifneq ($(filter bench bench-suite bench-placement,$(MAKECMDGOALS)),)
+ifneq ($(filter bench bench-suite bench-placement bench-churn,$(MAKECMDGOALS)),)
 .NOTPARALLEL:
 endif
 include bench/stacks.mk
