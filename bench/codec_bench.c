@@ -25,17 +25,22 @@
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 
+static uint64_t rnd(void)
+{
+	return bench_xorshift64(&rng);
+}
+
 static uint64_t paths[NPATHS][DEPTH];
 
 static void make_paths(void)
 {
 	/* A tree: each path shares a random-length prefix with an earlier one. */
 	for (int p = 0; p < NPATHS; p++) {
-		int from = p ? (int)(bench_xorshift64(&rng) % (uint64_t)p) : 0, share = p ? (int)(bench_xorshift64(&rng) % DEPTH) : 0;
+		int from = p ? (int)(rnd() % (uint64_t)p) : 0, share = p ? (int)(rnd() % DEPTH) : 0;
 
 		for (int d = 0; d < DEPTH; d++)
 			paths[p][d] = d < share ? paths[from][d]
-						: 0x400000 + (bench_xorshift64(&rng) % NCODES) * 16;
+						: 0x400000 + (rnd() % NCODES) * 16;
 	}
 }
 
@@ -70,15 +75,15 @@ static int write_trace(const char *path, int zstd, unsigned long n, double *secs
 	}
 	t0 = bench_now_s();
 	for (unsigned long i = 0; i < n && !err; i++) {
-		t += bench_xorshift64(&rng) % 20;
-		if (nlive && bench_xorshift64(&rng) % 10 < 4) {
-			unsigned long k = bench_xorshift64(&rng) % nlive;
+		t += rnd() % 20;
+		if (nlive && rnd() % 10 < 4) {
+			unsigned long k = rnd() % nlive;
 
 			err = memprof_writer__collect(w, t, live[k]);
 			live[k] = live[--nlive];
 		} else {
-			const uint64_t *bt = paths[bench_xorshift64(&rng) % NPATHS];
-			uint64_t words = 1 + (bench_xorshift64(&rng) % 8 ? bench_xorshift64(&rng) % 16 : bench_xorshift64(&rng) % 100000);
+			const uint64_t *bt = paths[rnd() % NPATHS];
+			uint64_t words = 1 + (rnd() % 8 ? rnd() % 16 : rnd() % 100000);
 
 			err = memprof_writer__alloc(w, t, words, 1 + words / 1000,
 						    MEMPROF_SOURCE_EXTERNAL, bt, DEPTH, &id);

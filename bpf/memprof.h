@@ -209,8 +209,8 @@ struct mp_proc_event {
 	struct mp_event_hdr h;
 	__u32 other_pid;	/* FORK: the child; EXEC: the old pid if it changed */
 	__u32 exit_code;	/* EXIT: the process' exit code (task->exit_code) */
-	/* the comm of the task the record is about (FORK: the parent's, which the child has;
-	 * EXEC: the new image's), for a process gone before the daemon reads /proc */
+	/* the current task's comm (FORK: the parent's, which the child has; EXEC: the new
+	 * image's), for a process gone before the daemon could read /proc */
 	char comm[16];
 };
 

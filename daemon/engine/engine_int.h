@@ -150,7 +150,6 @@ struct mp_engine {
 	/* sync_proc() (profile.c): the trace of sync_pid (> 0) goes to sync_fd (service) */
 	pid_t sync_pid;
 	int sync_fd;
-	const char *comm_hint;		/* proc_new()'s name when /proc has none (on_fork()) */
 	struct mp_closing *closing;	/* writers finishing completed traces */
 	bool reaping;			/* in reap_outputs() */
 };
@@ -196,7 +195,9 @@ void trace_restart_at_exec(struct mp_proc *pr);
 pid_t proc_tgid(pid_t tid);
 void read_comm(pid_t pid, char comm[16]);
 void proc_update_mode(struct mp_proc *pr);
-struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, char *err, size_t err_len);
+/* @comm_hint: the process' name when /proc has none (it is gone already), or NULL. */
+struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, const char *comm_hint, char *err,
+			 size_t err_len);
 struct mp_proc *proc_find(const struct mp_profile *p, pid_t pid);
 void proc_complete(struct mp_proc *pr);
 void proc_free(struct mp_proc *pr);

@@ -224,11 +224,8 @@ static void on_fork(struct mp_engine *e, const struct mp_proc_event *ev)
 	if (pr && !pr->completed)
 		return;
 	pr = NULL;
-	if (e->open_procs < e->max_procs) {
-		e->comm_hint = ev->comm;
-		pr = proc_new(p, child, err, sizeof(err));
-		e->comm_hint = NULL;
-	}
+	if (e->open_procs < e->max_procs)
+		pr = proc_new(p, child, ev->comm, err, sizeof(err));
 	if (!pr) {
 		/* Not followed: BPF forgets it rather than sample into nothing. */
 		e->drops[MP_DROP_PROCS_FULL]++;
@@ -332,9 +329,11 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 		mp_symbolizer__forget(e->sym, pid);
 		mp_symbolizer__mapping(e->sym, pid, 1, &mi);
 	}
-	read_comm(pid, comm);	/* the new image's name, for summaries (not the trace's) */
-	if (!strcmp(comm, "?") && ev->comm[0])	/* gone already: the kernel's name then */
+	/* the new image's name, for summaries (not the trace's): the kernel's, at the exec */
+	if (ev->comm[0])
 		snprintf(comm, sizeof(comm), "%.15s", ev->comm);
+	else
+		read_comm(pid, comm);
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		struct mp_proc *pr = proc_find(p, pid);
 

@@ -152,9 +152,11 @@ static void prewarm(struct mp_profile *p, pid_t pid)
 }
 
 /* Create the process @pid of @p: its trace is created and its trace-info packet written. */
-struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, char *err, size_t err_len)
+struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, const char *comm_hint, char *err,
+			 size_t err_len)
 {
 	struct mp_engine *e = p->e;
+	struct mp_proc *prev = proc_find(p, pid);	/* the pid's latest process, if any */
 	struct mp_proc *pr = calloc(1, sizeof(*pr));
 	struct mp_proc_live *live = calloc(1, sizeof(*live));
 	const char *ext = p->opts.zstd_level > 0 ? ".ctf.zst" : ".ctf";
@@ -172,17 +174,13 @@ struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, char *err, size_t err_
 	pr->live = live;
 	pr->p = p;
 	pr->pid = pid;
-	{
-		const struct mp_proc *prev = proc_find(p, pid);	/* the pid's latest, if any */
-
-		pr->incarnation = prev ? prev->incarnation + 1 : 1;
-	}
+	pr->incarnation = prev ? prev->incarnation + 1 : 1;
 	pr->fd = -1;
 	pr->pidfd = -1;
 	pr->node.key = (uint64_t)pid;
 	read_comm(pid, pr->comm);
-	if (!strcmp(pr->comm, "?") && e->comm_hint && e->comm_hint[0])	/* gone already */
-		snprintf(pr->comm, sizeof(pr->comm), "%.15s", e->comm_hint);
+	if (!strcmp(pr->comm, "?") && comm_hint && comm_hint[0])	/* gone already */
+		snprintf(pr->comm, sizeof(pr->comm), "%.15s", comm_hint);
 	proc_update_mode(pr);
 	memcpy(comm, pr->comm, sizeof(comm));
 	sanitize(comm);
@@ -261,14 +259,9 @@ struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, char *err, size_t err_
 	}
 
 	/* A pid that was a process of this profile before (pid reuse): the new one wins. */
-	{
-		struct mp_proc *old = (struct mp_proc *)mp_htab__find(&p->procs,
-									 (uint64_t)pid);
-
-		if (old) {
-			mp_htab__remove(&p->procs, &old->node);
-			old->in_table = false;
-		}
+	if (prev) {
+		mp_htab__remove(&p->procs, &prev->node);
+		prev->in_table = false;
 	}
 	if (mp_htab__insert(&p->procs, &pr->node)) {
 		snprintf(err, err_len, "Out of memory");

@@ -322,7 +322,7 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 			ndone++;
 			goto fail_procs;
 		}
-		if (!proc_new(p, pid, err, err_len)) {
+		if (!proc_new(p, pid, NULL, err, err_len)) {
 			r = -EIO;
 			ndone++;
 			goto fail_procs;
@@ -421,7 +421,7 @@ static int trace_redirect(struct mp_proc *pr, int out_fd, char *err, size_t err_
 	}
 	e->sync_pid = pr->pid;
 	e->sync_fd = out_fd;
-	nt = proc_new(p, pr->pid, err, err_len);	/* takes t's place in the table */
+	nt = proc_new(p, pr->pid, NULL, err, err_len);	/* takes t's place in the table */
 	e->sync_pid = 0;
 	if (!nt)
 		return -EIO;

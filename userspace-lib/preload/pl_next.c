@@ -15,7 +15,6 @@
  */
 #include <elf.h>
 #include <errno.h>
-#include <stddef.h>
 #include <link.h>
 #include <stdint.h>
 #include <string.h>
@@ -146,18 +145,6 @@ struct pl_dso {
 	const ElfW(Half) *versym;
 	const uint32_t *gnu_hash;
 	const uint32_t *sysv_hash;
-};
-
-/* The .dynamic entries read: each an address, into its pointer field of struct pl_dso. */
-static const struct {
-	ElfW(Sxword) tag;
-	size_t field;
-} pl_dyn_fields[] = {
-	{ DT_SYMTAB, offsetof(struct pl_dso, symtab) },
-	{ DT_STRTAB, offsetof(struct pl_dso, strtab) },
-	{ DT_VERSYM, offsetof(struct pl_dso, versym) },
-	{ DT_GNU_HASH, offsetof(struct pl_dso, gnu_hash) },
-	{ DT_HASH, offsetof(struct pl_dso, sysv_hash) },
 };
 
 static uint32_t pl_gnu_hash(const char *s)
@@ -354,13 +341,20 @@ static int pl_walk_object(struct dl_phdr_info *info, size_t size, void *data)
 			dyn = (const ElfW(Dyn) *)(d.base + info->dlpi_phdr[i].p_vaddr);
 	if (!dyn)
 		return 0;
-	for (; dyn->d_tag != DT_NULL; dyn++)
-		for (size_t i = 0; i < sizeof(pl_dyn_fields) / sizeof(pl_dyn_fields[0]); i++)
-			if (dyn->d_tag == pl_dyn_fields[i].tag) {
-				uintptr_t v = pl_dyn_ptr(&d, dyn->d_un.d_ptr);
+	for (; dyn->d_tag != DT_NULL; dyn++) {
+		const void *p = (const void *)pl_dyn_ptr(&d, dyn->d_un.d_ptr);
 
-				__builtin_memcpy((char *)&d + pl_dyn_fields[i].field, &v, sizeof(v));
-			}
+		if (dyn->d_tag == DT_SYMTAB)
+			d.symtab = p;
+		else if (dyn->d_tag == DT_STRTAB)
+			d.strtab = p;
+		else if (dyn->d_tag == DT_VERSYM)
+			d.versym = p;
+		else if (dyn->d_tag == DT_GNU_HASH)
+			d.gnu_hash = p;
+		else if (dyn->d_tag == DT_HASH)
+			d.sysv_hash = p;
+	}
 	if (!d.symtab || !d.strtab || (!d.gnu_hash && !d.sysv_hash))
 		return 0;
 	for (int n = 0; n < PL_NAMES; n++) {
