@@ -101,9 +101,17 @@ bench-churn: $(B)/bin/memprofd $(B)/bin/memprofctl
 
 bench: bench-churn
 
+# How long after its exec a process of a target (--exe, --cgroup) is profiled
+# (bench/join-latency.sh; RUNS=50 runs of each by default).
+.PHONY: bench-join
+bench-join: $(B)/bin/memprofd $(B)/bin/memprofctl $(B)/tests/workloads/wl_alloc
+	$(Q)BENCH_BUILD=$(abspath $(B)) bench/join-latency.sh
+
+bench: bench-join
+
 # Benchmarks measure time: two must never run at once, even under make -j. When bench is a goal,
 # this make runs one recipe at a time (GNU make 4.3 has no per-target .NOTPARALLEL).
-ifneq ($(filter bench bench-suite bench-placement bench-churn,$(MAKECMDGOALS)),)
+ifneq ($(filter bench bench-suite bench-placement bench-churn bench-join,$(MAKECMDGOALS)),)
 .NOTPARALLEL:
 endif
 include bench/stacks.mk

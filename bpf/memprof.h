@@ -58,6 +58,14 @@ enum mp_event_type {
 	MP_EV_EXEC,		/* a profiled process exec'd: struct mp_proc_event */
 	MP_EV_EXIT,		/* a profiled process exited (last thread): struct mp_proc_event */
 	MP_EV_THREAD_EXIT,	/* a thread (not the last) of a profiled process exited */
+	/* A process no profile samples joined a profile's target (struct mp_proc_event; its
+	 * profile the target's, exit_code an enum mp_join_how): it exec'd a watched executable
+	 * or in a watched cgroup, or was moved into one. BPF only reports it: the daemon checks
+	 * the owner's access, then configures and probes it as it does a PID attach. */
+	MP_EV_JOIN,
+	/* A cgroup was created in the v2 hierarchy while cgroups are watched (struct
+	 * mp_proc_event, pid 0): a watched path may have a new cgroup (a unit restarted). */
+	MP_EV_CGROUP_NEW,
 	/* libmemprof-preload: sampled blocks freed, by id: struct mp_free_batch_event */
 	MP_EV_FREE_BATCH = 16,
 	/* libmemprof-preload's deferred queue: struct mp_preload_batch_event */
@@ -311,6 +319,24 @@ struct mp_proc_cfg {
 #define MP_PROC_PRIVILEGED	(1u << 8)	/* the profile's owner may profile any image
 						 * (root): an exec that raises privileges
 						 * goes on sampling */
+
+/*
+ * Targets beyond PIDs (daemon/engine/targets.c): the executables and v2 cgroups whose new
+ * processes join a profile. Map "exewatch": key the executable's inode number, value the
+ * profile id (the device is the daemon's to check: on overlayfs the inode an exec runs is the
+ * overlay's, on another device than the file stat(2) describes, with the same number); map
+ * "cgwatch": key the cgroup's id (its kernfs id: the inode of its directory in cgroup2fs),
+ * value the profile id; a process in any descendant of a watched cgroup joins too.
+ */
+#define MP_MAX_WATCHES		256
+#define MP_CG_MAX_DEPTH		16	/* ancestors looked at above a process' cgroup */
+
+/* mp_proc_event.exit_code of an MP_EV_JOIN record */
+enum mp_join_how {
+	MP_JOIN_EXEC_EXE = 1,	/* exec'd a watched executable */
+	MP_JOIN_EXEC_CGROUP,	/* exec'd in a watched cgroup */
+	MP_JOIN_MOVED,		/* moved into a watched cgroup (comm: the mover's) */
+};
 
 /* mp_proc_event.exit_code of an MP_EV_EXEC record */
 #define MP_EXEC_F_SECURE	(1u << 0)	/* the new image runs with other credentials or

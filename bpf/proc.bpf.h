@@ -1,11 +1,105 @@
 /* SPDX-License-Identifier: (LGPL-2.1-or-later OR BSD-2-Clause) */
 /*
  * The process lifecycle tracepoints: fork (a followed child inherits its parent's
- * configuration), exec (a new image) and exit, each reported to the daemon as a process
+ * configuration), exec (a new image, or a process joining a watched executable or cgroup),
+ * exit, and cgroup moves and creation (targets), each reported to the daemon as a process
  * record; and the program the loader uses to test that the kernel rejects a bad prototype.
  * Included once, by memprof.bpf.c, after the maps and the helpers it uses: the programs are
  * one BPF object and one skeleton.
  */
+
+/* Targets (bpf/memprof.h, MP_MAX_WATCHES): executables and v2 cgroups, each a profile's. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MP_MAX_WATCHES);
+	__type(key, __u64);
+	__type(value, __u32);
+} exewatch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MP_MAX_WATCHES);
+	__type(key, __u64);
+	__type(value, __u32);
+} cgwatch SEC(".maps");
+
+/* Entries in exewatch and cgwatch, kept by the loader: 0 spares an exec, a cgroup move and a
+ * mkdir every lookup. */
+__u32 mp_exe_watches;
+__u32 mp_cg_watches;
+
+/* The profile watching @cg or one of its ancestors (up to MP_CG_MAX_DEPTH levels), or 0. A
+ * cgroup's parent is its self css' parent: struct cgroup begins with that css. */
+static __always_inline __u32 cg_watched(struct cgroup *cg)
+{
+	for (int i = 0; i < MP_CG_MAX_DEPTH && cg; i++) {
+		__u64 id = BPF_CORE_READ(cg, kn, id);
+		__u32 *profile = bpf_map_lookup_elem(&cgwatch, &id);
+
+		if (profile)
+			return *profile;
+		cg = (struct cgroup *)BPF_CORE_READ(cg, self.parent);
+	}
+	return 0;
+}
+
+/* The profile that watches the image @bprm runs (its file's inode number) or the cgroup @p
+ * runs in, or 0; @how says which. */
+static __always_inline __u32 exec_watched(struct task_struct *p, struct linux_binprm *bprm,
+					  __u32 *how)
+{
+	__u32 *profile;
+	__u64 ino;
+
+	if (mp_exe_watches) {
+		ino = BPF_CORE_READ(bprm, file, f_inode, i_ino);
+		profile = bpf_map_lookup_elem(&exewatch, &ino);
+		if (profile) {
+			*how = MP_JOIN_EXEC_EXE;
+			return *profile;
+		}
+	}
+	if (mp_cg_watches) {
+		*how = MP_JOIN_EXEC_CGROUP;
+		return cg_watched(BPF_CORE_READ(p, cgroups, dfl_cgrp));
+	}
+	return 0;
+}
+
+/* A task moved into a cgroup of the v2 hierarchy (the default one, whose root the task's
+ * default cgroup shares; a v1 hierarchy's ids are another numbering) under a watched one. */
+SEC("tp_btf/cgroup_attach_task")
+int BPF_PROG(mp_cg_attach, struct cgroup *dst, const char *path, struct task_struct *task,
+	     bool threadgroup)
+{
+	__u32 tgid, profile;
+
+	if (!mp_cg_watches)
+		return 0;
+	if (BPF_CORE_READ(dst, root) != BPF_CORE_READ(task, cgroups, dfl_cgrp, root))
+		return 0;
+	tgid = mp_task_ids(task) >> 32;
+	if (!tgid || bpf_map_lookup_elem(&procs, &tgid))
+		return 0;
+	profile = cg_watched(dst);
+	if (!profile)
+		return 0;
+	return emit_proc(MP_EV_JOIN, tgid, tgid, profile, 0, MP_JOIN_MOVED);
+}
+
+/* A cgroup made in the v2 hierarchy while cgroups are watched: the daemon looks again at the
+ * paths it watches (a unit that restarts gets a new cgroup of the same path). */
+SEC("tp_btf/cgroup_mkdir")
+int BPF_PROG(mp_cg_mkdir, struct cgroup *cg, const char *path)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+
+	if (!mp_cg_watches)
+		return 0;
+	if (BPF_CORE_READ(cg, root) != BPF_CORE_READ(cur, cgroups, dfl_cgrp, root))
+		return 0;
+	return emit_proc(MP_EV_CGROUP_NEW, 0, 0, 0, 0, 0);
+}
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(mp_fork, struct task_struct *parent, struct task_struct *child)
@@ -59,8 +153,15 @@ int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	/* old_pid is its global tid, whose struct pid is gone: unknown in our namespace */
 	if (mp_pidns_nested)
 		other = 0;
-	if (!cfg)
+	if (!cfg) {
+		__u32 how = 0, profile = 0;
+
+		if (mp_exe_watches || mp_cg_watches)
+			profile = exec_watched(p, bprm, &how);
+		if (profile && tgid)
+			return emit_proc(MP_EV_JOIN, tgid, (__u32)ids, profile, 0, how);
 		return 0;
+	}
 	/* An image with more privileges than its profile's owner may see (ptrace's rule: a
 	 * set-id or file-capability program, AT_SECURE): not one of its allocations is sampled,
 	 * from here on, until the daemon has read this record and detached the process. */

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-/* memprofctl attach PID...: start a profile of running processes in memprofd. */
+/* memprofctl attach PID...: start a profile of running processes (and of units, cgroups,
+ * executables) in memprofd. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -20,8 +21,10 @@
 static void attach_help(void)
 {
 	printf("Usage: memprofctl attach [OPTIONS] PID...\n"
+	       "       memprofctl attach [OPTIONS] {--unit NAME|--cgroup PATH|--exe PATH} [PID...]\n"
 	       "\n"
-	       "Start sampling the allocations of running processes in memprofd.\n"
+	       "Start sampling the allocations of running processes in memprofd: the PIDs\n"
+	       "given, and every process of the unit, cgroup or executable, now and later.\n"
 	       "\n"
 	       "Options:\n");
 	ctl_opts__help(stdout, ATTACH_OPTS, NULL);
@@ -45,7 +48,7 @@ int cmd_attach(int argc, char **argv)
 	struct memprof_client *cl = NULL;
 	struct mp_outfile out = { .fd = -1 };
 	const char *output;
-	bool wait = false;
+	bool wait = false, targets;
 	pid_t *pids = NULL;
 	size_t npids = 0;
 	uint32_t id;
@@ -77,11 +80,13 @@ int cmd_attach(int argc, char **argv)
 		}
 	}
 	output = o.output.path;
-	if (optind >= argc) {
-		fprintf(stderr, "memprofctl attach: no PID given; try 'memprofctl attach --help'.\n");
+	targets = MP_OPT_IS_SET(&o, UNIT) || MP_OPT_IS_SET(&o, CGROUP) || MP_OPT_IS_SET(&o, EXE);
+	if (optind >= argc && !targets) {
+		fprintf(stderr, "memprofctl attach: no PID, --unit, --cgroup or --exe given; try "
+			"'memprofctl attach --help'.\n");
 		return 2;
 	}
-	pids = calloc((size_t)(argc - optind), sizeof(*pids));
+	pids = calloc((size_t)(argc - optind) + 1, sizeof(*pids));
 	if (!pids)
 		return ctl_fail("attach", "Out of memory");
 	for (int i = optind; i < argc; i++) {
@@ -147,9 +152,10 @@ int cmd_attach(int argc, char **argv)
 	if (wait || ctl.json) {
 		ctl_print_profile(p);
 	} else {
-		printf("Profile %" PRIu32 " %s %zu process(es); traces in %s%s%s\n", id,
-		       p->state_name, npids, output ? output : p->directory,
-		       output ? " (first process), " : "", output ? p->directory : "");
+		printf("Profile %" PRIu32 " %s %zu process(es)%s; traces in %s%s%s\n", id,
+		       p->state_name, p->nprocs, targets ? " and its targets' new ones" : "",
+		       output ? output : p->directory, output ? " (first process), " : "",
+		       output ? p->directory : "");
 	}
 	memprof_client_profile__free(p);
 	ret = 0;

@@ -44,7 +44,9 @@
 
 /* The table's options record takes: all of them (--duration only with -p: CMD's exit ends a
  * recording of CMD). */
-#define RECORD_OPTS	((1u << MP_OPT__COUNT) - 1)
+/* all the table's but the targets: record follows its command, or -p PIDs */
+#define RECORD_OPTS	(((1u << MP_OPT__COUNT) - 1) & \
+			 ~(CTL_OPT_BIT(UNIT) | CTL_OPT_BIT(CGROUP) | CTL_OPT_BIT(EXE)))
 
 #define RECORD_MAX_PIDS	64
 

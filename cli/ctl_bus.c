@@ -145,6 +145,29 @@ void ctl_profile_json_head(struct json_object *o, uint32_t id, const char *state
 	json_object_object_add(o, "rate", json_object_new_double(rate));
 }
 
+static struct json_object *targets_json(const struct memprof_client_profile *p)
+{
+	struct json_object *ts = json_object_new_array();
+
+	for (size_t i = 0; i < p->ntargets; i++) {
+		const struct memprof_client_target *t = &p->targets[i];
+		const struct {
+			const char *key;
+			uint64_t n;
+		} counts[] = { { "joined", t->joined }, { "skipped", t->skipped },
+			       { "failed", t->failed } };
+		struct json_object *j = json_object_new_object();
+
+		json_object_object_add(j, "name", json_object_new_string(t->name));
+		json_object_object_add(j, "path", json_object_new_string(t->path));
+		json_object_object_add(j, "present", json_object_new_boolean(t->present));
+		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++)
+			json_object_object_add(j, counts[k].key, json_object_new_uint64(counts[k].n));
+		json_object_array_add(ts, j);
+	}
+	return ts;
+}
+
 static void print_profile_json(const struct memprof_client_profile *p, const struct mp_summary *s)
 {
 	struct json_object *o = json_object_new_object();
@@ -158,9 +181,30 @@ static void print_profile_json(const struct memprof_client_profile *p, const str
 	json_object_object_add(o, "start_time_us", json_object_new_uint64(p->start_us));
 	json_object_object_add(o, "directory", json_object_new_string(p->directory));
 	json_object_object_add(o, "processes", mp_summary__procs_json(s));
+	if (s->nretired)
+		json_object_object_add(o, "retired", mp_summary__retired_json(s));
+	if (p->ntargets)
+		json_object_object_add(o, "targets", targets_json(p));
+	if (p->standing && p->standing[0])
+		json_object_object_add(o, "standing", json_object_new_string(p->standing));
 	printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
 						       JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);
+}
+
+/* One line of status' table: estimates with their standard error (the binomial sampling's). */
+static void print_row(const struct mp_summary_proc *c, const char *pid, const char *comm,
+		      const char *state, const char *mode, const char *trace)
+{
+	char alloc[32], live[32], se[32], a[72], l[72];
+
+	mp_fmt_bytes(c->allocated_bytes_se, se, sizeof(se));
+	snprintf(a, sizeof(a), "%s ±%s", mp_fmt_bytes(c->allocated_bytes, alloc, sizeof(alloc)),
+		 se);
+	mp_fmt_bytes(c->live_bytes_se, se, sizeof(se));
+	snprintf(l, sizeof(l), "%s ±%s", mp_fmt_bytes(c->live_bytes, live, sizeof(live)), se);
+	printf("  %-8s %-16s %-7s %-7s %9" PRIu64 " %9" PRIu64 " %21s %21s %7" PRIu64 "  %s\n",
+	       pid, comm, state, mode, c->sampled_blocks, c->freed_blocks, a, l, c->drops, trace);
 }
 
 void ctl_print_profile(const struct memprof_client_profile *p)
@@ -177,6 +221,8 @@ void ctl_print_profile(const struct memprof_client_profile *p)
 		return;
 	}
 	printf("Profile %" PRIu32 ": %s\n", p->id, p->state_name);
+	if (p->standing && p->standing[0])
+		printf("  Standing:   [Profile] %s of memprofd's configuration\n", p->standing);
 	printf("  Owner:      uid %" PRIu32 "\n", p->owner_uid);
 	printf("  Rate:       %g per word; callstack %" PRIu32 " frames; forks %s\n", p->rate,
 	       p->callstack_size, p->follow_forks ? "followed" : "not followed");
@@ -184,27 +230,34 @@ void ctl_print_profile(const struct memprof_client_profile *p)
 		printf("  Duration:   %.3f s\n", p->duration_us / 1e6);
 	printf("  Format:     memtrace v%u%s\n", p->format_version, p->compressed ? ", zstd" : "");
 	printf("  Directory:  %s\n", p->directory);
+	for (size_t i = 0; i < p->ntargets; i++) {
+		const struct memprof_client_target *t = &p->targets[i];
+
+		printf("  Target:     %s (%s%s): %" PRIu64 " joined, %" PRIu64 " skipped (not the "
+		       "owner's), %" PRIu64 " not probed\n", t->name, t->path,
+		       t->present ? "" : ", absent now", t->joined, t->skipped, t->failed);
+	}
 	printf("  %-8s %-16s %-7s %-7s %9s %9s %21s %21s %7s  %s\n", "PID", "COMM", "STATE",
 	       "MODE", "BLOCKS", "FREED", "ALLOCATED", "LIVE", "DROPS", "TRACE");
 	for (size_t i = 0; i < s.nprocs; i++) {
 		const struct mp_summary_proc *c = &s.procs[i];
-		char alloc[32], live[32], se[32], a[72], l[72];
+		char pid[16];
 
-		/* Estimates with their standard error (the binomial sampling's). */
-		mp_fmt_bytes(c->allocated_bytes_se, se, sizeof(se));
-		snprintf(a, sizeof(a), "%s ±%s", mp_fmt_bytes(c->allocated_bytes, alloc,
-							      sizeof(alloc)), se);
-		mp_fmt_bytes(c->live_bytes_se, se, sizeof(se));
-		snprintf(l, sizeof(l), "%s ±%s", mp_fmt_bytes(c->live_bytes, live, sizeof(live)), se);
-		printf("  %-8" PRIu32 " %-16s %-7s %-7s %9" PRIu64 " %9" PRIu64 " %21s %21s %7"
-		       PRIu64 "  %s\n", (uint32_t)c->pid, c->comm, c->exited ? "exited" : "running",
-		       c->mode ? c->mode : "?", c->sampled_blocks, c->freed_blocks, a, l, c->drops,
-		       c->trace ? c->trace : "(client's file)");
+		snprintf(pid, sizeof(pid), "%" PRIu32, (uint32_t)c->pid);
+		print_row(c, pid, c->comm, c->exited ? "exited" : "running", c->mode ? c->mode : "?",
+			  c->trace ? c->trace : "(client's file)");
 		if (c->detached_reason)
 			printf("  %-8" PRIu32 " DETACHED: %s; its trace ends there\n", (uint32_t)c->pid,
 			       c->detached_reason);
 		if (c->write_error)
 			print_write_error(c);
+	}
+	if (s.nretired) {
+		char n[32];
+
+		snprintf(n, sizeof(n), "(%" PRIu64 " more)", s.nretired);
+		print_row(&s.retired, "-", n, "exited", "-",
+			  "(earlier processes: their traces are in the directory)");
 	}
 	mp_summary__free(&s);
 }

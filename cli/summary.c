@@ -13,6 +13,7 @@
 
 #define PFX "memprofctl record: "
 
+
 int ctl_summary__from_client(struct mp_summary *s, const struct memprof_client_profile *p)
 {
 	memset(s, 0, sizeof(*s));
@@ -21,9 +22,11 @@ int ctl_summary__from_client(struct mp_summary *s, const struct memprof_client_p
 	s->rate = p->rate;
 	s->daemon_profile = p->id;
 	s->callstack_size = p->callstack_size;
-	for (size_t i = 0; i < p->nprocs; i++) {
-		const struct memprof_client_process *c = &p->procs[i];
-		struct mp_summary_proc *o = &s->procs[i];
+	/* the processes, then the sums of the retired ones (if any) as one more */
+	s->nretired = p->nretired;
+	for (size_t i = 0; i < p->nprocs + (p->nretired > 0); i++) {
+		const struct memprof_client_process *c = i < p->nprocs ? &p->procs[i] : &p->retired;
+		struct mp_summary_proc *o = i < p->nprocs ? &s->procs[i] : &s->retired;
 
 		*o = (struct mp_summary_proc){
 			.pid = c->pid,

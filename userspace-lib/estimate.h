@@ -31,6 +31,13 @@ static inline void mp_est_sum__add(struct mp_est_sum *s, double sign_n, double w
 	s->nw2 += sign_n * w * w;
 }
 
+/* Add the blocks counted in @b to @s (the estimators of a sum of processes). */
+static inline void mp_est_sum__merge(struct mp_est_sum *s, const struct mp_est_sum *b)
+{
+	s->nw += b->nw;
+	s->nw2 += b->nw2;
+}
+
 /* Requested bytes, unbiased. */
 static inline double mp_est_bytes(double rate, const struct mp_est_sum *s)
 {

@@ -60,6 +60,9 @@ void mp_opts__init(struct mp_opts *o)
 		case MP_OPT_T_FILE:
 			*FIELD(o, opt, struct mp_opt_file) = (struct mp_opt_file){ .fd = -1 };
 			break;
+		case MP_OPT_T_STRING:
+			*FIELD(o, opt, const char *) = NULL;
+			break;
 		}
 	}
 }
@@ -138,6 +141,9 @@ void mp_option__range(const struct mp_option *opt, char *buf, size_t len)
 	case MP_OPT_T_FILE:
 		snprintf(buf, len, "a regular file");
 		break;
+	case MP_OPT_T_STRING:
+		snprintf(buf, len, "1 to %d characters", MP_OPT_STRING_MAX);
+		break;
 	}
 }
 
@@ -165,6 +171,9 @@ void mp_option__format(const struct mp_option *opt, const struct mp_opts *o, cha
 		break;
 	case MP_OPT_T_FILE:
 		snprintf(buf, len, "%s", CFIELD(o, opt, struct mp_opt_file)->path ?: "");
+		break;
+	case MP_OPT_T_STRING:
+		snprintf(buf, len, "%s", *CFIELD(o, opt, const char *) ?: "");
 		break;
 	}
 }
@@ -195,6 +204,16 @@ int mp_option__check(const struct mp_option *opt, const struct mp_opts *o, char 
 	case MP_OPT_T_DURATION:
 		v = (double)*CFIELD(o, opt, uint64_t);
 		break;
+	case MP_OPT_T_STRING: {
+		const char *s = *CFIELD(o, opt, const char *);
+		size_t n = s ? strnlen(s, MP_OPT_STRING_MAX + 1) : 0;
+
+		if (!s || (n >= 1 && n <= MP_OPT_STRING_MAX))
+			return 0;	/* unset, or a text of its bounds */
+		snprintf(text, sizeof(text), "%.*s%s", n > 40 ? 40 : (int)n, s ? s : "",
+			 n > 40 ? "..." : "");
+		return invalid(opt, text, err, err_len);
+	}
 	default:
 		return 0;
 	}
@@ -308,6 +327,9 @@ int mp_option__parse(const struct mp_option *opt, const char *text, struct mp_op
 		break;
 	case MP_OPT_T_FILE:
 		FIELD(o, opt, struct mp_opt_file)->path = text;
+		break;
+	case MP_OPT_T_STRING:
+		*FIELD(o, opt, const char *) = text;
 		break;
 	}
 	if (mp_option__check(opt, o, err, err_len) < 0)

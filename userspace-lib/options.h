@@ -30,6 +30,8 @@
 /* Bytes of stack copied per sample: MP_USTACK_DEFAULT and MP_USTACK_MAX of bpf/memprof.h. */
 #define MP_STACK_COPY_DEFAULT	(16 << 10)
 #define MP_STACK_COPY_MAX	(64 << 10)
+/* The longest text option (a path, a unit's name). */
+#define MP_OPT_STRING_MAX	4095
 /* The longest duration a profile may ask for (366 days, in µs). */
 #define MP_MAX_DURATION_US	(366ULL * 24 * 3600 * 1000000)
 
@@ -40,6 +42,7 @@
 #define MP_OPT_CTYPE_DURATION	uint64_t	/* µs; text "30s", "500ms", "5m", "1h", "10" */
 #define MP_OPT_CTYPE_ENUM	uint32_t	/* index in the row's names */
 #define MP_OPT_CTYPE_FILE	struct mp_opt_file
+#define MP_OPT_CTYPE_STRING	const char *	/* borrowed: argv's, the message's */
 
 /* A trace's file: a path on the command line, a descriptor on the bus. */
 struct mp_opt_file {
@@ -82,7 +85,13 @@ struct mp_opt_file {
 	X(MAX_OVERHEAD, max_overhead, DOUBLE, "d", "max-overhead", 0, "PCT",		\
 	  "overhead budget", 0, 0, 1e6, NULL,							\
 	  "detach a process whose probes cost more than PCT %%\nof one CPU, 1 s average, "	\
-	  "%R\n(default %D: no limit)")
+	  "%R\n(default %D: no limit)")								\
+	X(UNIT, unit, STRING, "s", "unit", 0, "NAME", "unit", 0, 0, 0, NULL,			\
+	  "profile every process of systemd unit NAME, now\nand after its restarts")		\
+	X(CGROUP, cgroup, STRING, "s", "cgroup", 0, "PATH", "cgroup", 0, 0, 0, NULL,		\
+	  "profile every process in cgroup PATH or below it,\nnow and later")			\
+	X(EXE, exe, STRING, "s", "exe", 0, "PATH", "executable", 0, 0, 0, NULL,		\
+	  "profile every process that runs executable PATH,\nnow and later")
 
 #define MP_OPT_NAMES(...)	((const char *const[]){ __VA_ARGS__, NULL })
 
@@ -100,6 +109,7 @@ enum mp_opt_type {
 	MP_OPT_T_DURATION,
 	MP_OPT_T_ENUM,
 	MP_OPT_T_FILE,
+	MP_OPT_T_STRING,
 };
 
 /* The values of a profile's options; a field not in @set holds its default. */

@@ -1,9 +1,10 @@
 # The sampling engine (daemon/engine/: engine.c, profile.c, proc.c, events.c, backtrace.c,
-# preload.c, output.c, source_bpf.c, sampler.c, entries.c, preload_batch.c, summary.c), used
+# preload.c, output.c, source_bpf.c, sampler.c, entries.c, preload_batch.c, summary.c,
+# targets.c), used
 # in-process by `memprofctl record` and by memprofd. Exports ENGINE_OBJS / ENGINE_LIBS.
 ENGINE_OWN_OBJS	:= $(addprefix $(B)/daemon/engine/,engine.o profile.o proc.o events.o \
 		     backtrace.o preload.o output.o source_bpf.o sampler.o entries.o \
-		     preload_batch.o summary.o)
+		     preload_batch.o summary.o targets.o)
 ENGINE_OBJS	= $(ENGINE_OWN_OBJS) $(BPF_LOADER_OBJS) $(filter-out $(BPF_LOADER_OBJS),$(SYMBOLIZE_OBJS))
 ENGINE_LIBS	= $(BPF_LOADER_LIBS) $(SYMBOLIZE_LIBS) $(B)/lib/libmemprof.a \
 		  $(call pkglibs,libzstd) $(call pkglibs,json-c) -lm
@@ -103,4 +104,11 @@ $(B)/tests/unit/test_engine_procs: $(B)/tests/unit/test_engine_procs.o $$(ENGINE
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/tests/unit/test_engine_procs.o $(ENGINE_OBJS) \
 		$(ENGINE_LIBS)
 
-UNIT_TESTS += $(B)/tests/unit/test_engine $(B)/tests/unit/test_engine_procs
+$(B)/tests/unit/test_engine_targets: $(B)/tests/unit/test_engine_targets.o $$(ENGINE_OBJS) \
+				     $(B)/lib/libmemprof.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(B)/tests/unit/test_engine_targets.o $(ENGINE_OBJS) \
+		$(ENGINE_LIBS)
+
+UNIT_TESTS += $(B)/tests/unit/test_engine $(B)/tests/unit/test_engine_procs \
+	      $(B)/tests/unit/test_engine_targets

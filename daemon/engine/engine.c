@@ -264,7 +264,8 @@ static void check_exits(struct mp_engine *e, const struct epoll_event *evs, int 
 
 		if (evs[i].data.u64 == MP_EP_RINGBUF || evs[i].data.u64 == MP_EP_TIMER)
 			continue;
-		/* processes are only freed by forget/free, never while processing */
+		/* processes are freed by forget/free and by profiles_retire() after this loop,
+		 * never while processing */
 		if (pr->pidfd < 0)
 			continue;
 		mp_engine__reap(e, pr->pid);
@@ -304,6 +305,7 @@ int mp_engine__process_max(struct mp_engine *e, uint64_t max_ns)
 	check_exits(e, evs, nev);
 	if (e->closing)
 		reap_outputs(e);
+	profiles_retire(e);
 	return n;
 }
 

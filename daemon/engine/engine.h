@@ -45,6 +45,9 @@ struct mp_engine_source {
 	/* Probe @pid (again: what is not probed yet). >= 0, or -ENOENT (nothing to probe),
 	 * -ESRCH (gone), -errno; then @why (may be NULL) gets a sentence. */
 	int (*attach)(void *ctx, pid_t pid, char *why, size_t why_len);
+	/* The same for a process that has just exec'd and joined a target: its libraries are
+	 * probed as ld.so maps them (mp_bpf__attach_exec()). */
+	int (*attach_exec)(void *ctx, pid_t pid, char *why, size_t why_len);
 	int (*detach)(void *ctx, pid_t pid);
 	/* How @pid is profiled (enum mp_proc_mode), or -ENOENT when it is not probed. */
 	int (*mode)(void *ctx, pid_t pid);
@@ -62,6 +65,11 @@ struct mp_engine_source {
 	int (*stats)(void *ctx, uint64_t out[MP_STAT__MAX]);
 	/* The mechanisms in use, for logs and status. */
 	const char *(*mechanisms)(void *ctx);
+	/* Targets: report the processes that exec @kind's object (MP_TARGET_EXE: @a its st_dev,
+	 * @b its st_ino) or exec in, or move into, cgroup @a (MP_TARGET_CGROUP: its id) or one
+	 * below it, as MP_EV_JOIN records for @profile; @profile 0: stop. 0, or -errno
+	 * (-EBUSY: another profile watches it). */
+	int (*watch)(void *ctx, int kind, uint64_t a, uint64_t b, uint32_t profile);
 };
 
 enum mp_profile_state {
@@ -87,6 +95,11 @@ struct mp_engine_opts {
 	int (*exec_check)(void *ctx, pid_t pid, uid_t uid, gid_t gid, bool secure, char *err,
 			  size_t err_len);
 	void *exec_check_ctx;
+	/* may the owner (@uid, @gid, not root) of a profile with targets profile process @pid,
+	 * which has just joined one of them? The rule of a PID attach: 0, or -errno with a
+	 * message in @err (the process is skipped, counted in mp_target_stats.skipped). NULL:
+	 * every process of a non-root owner's targets is skipped. Its context: exec_check_ctx. */
+	int (*join_check)(void *ctx, pid_t pid, uid_t uid, gid_t gid, char *err, size_t err_len);
 	/* > 0: each trace's file is written by a thread of its own through a queue of at
 	 * most this many bytes (userspace-lib/codec/writer_async.h), so that no output, however slow
 	 * or stuck, makes the engine wait; an event that finds the queue full is not written
@@ -102,6 +115,11 @@ struct mp_engine_opts {
 	 * capability). NULL: not wanted. */
 	char *error;
 	size_t error_len;
+	/* > 0: each profile lists at most this many exited processes whose traces are written
+	 * (and that lost nothing); older ones are retired into the profile's sums
+	 * (mp_profile__retired()) and freed. 0: every process stays listed until the profile
+	 * is forgotten. */
+	size_t keep_exited;
 	/* Where records come from (struct mp_engine_source, with its @source_ctx); NULL: the BPF
 	 * loader, opened by mp_engine__new() (then log and error above apply). */
 	const struct mp_engine_source *source;
@@ -125,6 +143,41 @@ enum mp_unwind {
 	MP_UNWIND_DWARF,
 };
 const char *mp_unwind__name(enum mp_unwind u);		/* "auto", "fp", "dwarf" */
+
+/*
+ * Targets beyond PIDs (daemon/engine/targets.c): every process that runs an executable, or runs
+ * in a cgroup or below it, now and later (it execs there, or is moved there; a forked child of
+ * a followed process is followed anyway). A process joins when BPF sees its exec or its move,
+ * the daemon checks the owner's access and probes it: what it allocates before that (the
+ * dynamic loader's work, a few milliseconds) is not sampled.
+ */
+enum mp_target_kind {
+	MP_TARGET_EXE = 1,	/* @path: an executable file, matched by device and inode */
+	MP_TARGET_CGROUP,	/* @path: a cgroup's directory in any mounted hierarchy, or its
+				 * path in the v2 hierarchy ("/system.slice/x.service") */
+};
+#define MP_MAX_TARGETS		8	/* per profile */
+
+struct mp_target {
+	enum mp_target_kind kind;
+	const char *path;
+	/* how status names it ("unit:cron.service"); NULL: "exe:PATH", "cgroup:PATH" */
+	const char *label;
+	/* a cgroup that need not exist yet (a unit not running): watched from its creation */
+	bool may_be_absent;
+};
+
+/* A target of a profile, as status shows it. */
+struct mp_target_stats {
+	const char *label;	/* "exe:/usr/bin/python3", "unit:cron.service" */
+	const char *path;	/* the executable, or the cgroup's v2 directory */
+	bool present;		/* a cgroup that exists now (an executable: always) */
+	uint64_t joined;	/* processes that joined the profile through it */
+	uint64_t skipped;	/* processes the owner may not profile: never profiled */
+	uint64_t failed;	/* processes that could not be probed (no allocator, gone) */
+};
+/* Fills up to @max entries; returns how many targets @p has. */
+size_t mp_profile__targets(const struct mp_profile *p, struct mp_target_stats *out, size_t max);
 
 struct mp_profile_opts {
 	size_t sz;
@@ -154,6 +207,10 @@ struct mp_profile_opts {
 	 * CPU, averaged over MP_OVERHEAD_WINDOW_MS; a process over it is detached (its trace
 	 * completed, mp_proc_stats.detached_reason says why). 0 = unlimited. */
 	double max_overhead_pct;
+	/* Targets besides the PIDs given to mp_engine__start() (copied). A profile with targets
+	 * may start with no process, and does not stop when its processes have exited. */
+	const struct mp_target *targets;
+	size_t ntargets;
 	/* The options as the user gave them (options.h); mp_profile_opts__set() derives the
 	 * fields above from them. An option without a field above is read from here. */
 	struct mp_opts opt;
@@ -234,10 +291,11 @@ int mp_engine__process_max(struct mp_engine *e, uint64_t max_ns);
 void mp_engine__on_state(struct mp_engine *e, mp_profile_state_fn fn, void *ctx);
 
 /*
- * Start a profile sampling @pids. Fails with -EBUSY if one of them already samples for a
- * profile, -ESRCH if one does not exist, -ENOENT if one has no probe-able allocator,
- * -EINVAL for a bad option. On failure @err (if not NULL) gets a sentence naming the PID and
- * the reason. Profile ids count from 1.
+ * Start a profile sampling @pids (none: @opts has targets) and the processes of @opts' targets.
+ * Fails with -EBUSY if one of the PIDs already samples for a profile, or a target is another
+ * profile's, -ESRCH if one does not exist, -ENOENT if one has no probe-able allocator, or a
+ * target does not exist, -EINVAL for a bad option or target. On failure @err (if not NULL)
+ * gets a sentence naming the PID or the target and the reason. Profile ids count from 1.
  */
 int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, const pid_t *pids,
 		     size_t npids, struct mp_profile **out, char *err, size_t err_len);
@@ -256,6 +314,10 @@ int mp_profile__stop(struct mp_profile *p);
 int mp_profile__discard(struct mp_profile *p);
 /* Per-process figures: fills up to @max entries, returns how many processes there are. */
 size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, size_t max);
+/* The processes retired from that list (mp_engine_opts.keep_exited): how many, and the sums of
+ * their figures in @out (pid 0, no trace path: theirs are in the profile's directory): sampled
+ * blocks, samples, frees, live samples, drops and the estimates; not the engine's own counts. */
+size_t mp_profile__retired(const struct mp_profile *p, struct mp_proc_stats *out);
 
 /*
  * For each trace of @p that could not be written whole (a full disk), @fn gets a line saying

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * The engine's internals, shared by its files (engine.c, profile.c, proc.c, events.c,
- * backtrace.c, preload.c, output.c); engine.h is its interface.
+ * backtrace.c, preload.c, output.c, targets.c); engine.h is its interface.
  */
 #ifndef MEMPROFD_ENGINE_INT_H
 #define MEMPROFD_ENGINE_INT_H
@@ -99,6 +99,16 @@ struct mp_proc {
 	uint64_t pl_stats[MEMPROF_PRELOAD_STAT__SLOTS];
 };
 
+/* A target of a profile (targets.c). */
+struct mp_target_state {
+	enum mp_target_kind kind;
+	char *label;		/* "exe:PATH", "cgroup:PATH", or the caller's ("unit:NAME") */
+	char *path;		/* the executable, or the cgroup's directory in the v2 hierarchy */
+	uint64_t a, b;		/* exe: st_dev, st_ino; cgroup: its id (0: absent now) */
+	bool watched;		/* BPF reports its processes (source's watch) */
+	uint64_t joined, skipped, failed;
+};
+
 struct mp_profile {
 	struct mp_engine *e;
 	struct mp_profile *next;
@@ -118,6 +128,13 @@ struct mp_profile {
 	uint64_t deadline_ns;		/* duration: stop at this CLOCK_MONOTONIC time, or 0 */
 	uint64_t bpf_base[MP_STAT__MAX];	/* BPF counters at start */
 	uint32_t gen;
+	struct mp_target_state *targets;
+	size_t ntargets;
+	/* exited processes no longer listed: how many, their figures summed (profile_retire()) */
+	uint64_t nretired;
+	struct mp_proc retired;
+	bool retire_due;		/* a process exited or its trace's file was finished:
+					 * profiles_retire() looks at its list */
 };
 
 struct mp_engine {
@@ -205,6 +222,7 @@ void proc_cfg(const struct mp_profile *p, struct mp_proc_cfg *cfg);
 void proc_release(struct mp_profile *p, pid_t pid, bool detach);
 void proc_detach(struct mp_proc *pr, const char *why, const char *fallback);
 void check_overhead(struct mp_engine *e, uint64_t now);
+void profiles_retire(struct mp_engine *e);
 
 /* backtrace.c */
 int define_location(struct mp_proc *pr, uint64_t addr);
@@ -224,7 +242,18 @@ int on_event(void *ctx, const void *data, size_t size);
 extern const struct mp_preload_batch_ops engine_batch_ops;
 void pull_idle_queues(struct mp_engine *e, uint64_t now);
 
+/* targets.c */
+int targets_start(struct mp_profile *p, char *err, size_t err_len);
+void targets_scan(struct mp_profile *p);
+void targets_unwatch(struct mp_profile *p);
+void targets_free(struct mp_profile *p);
+void on_join(struct mp_engine *e, const struct mp_proc_event *ev);
+void targets_exec_unheld(struct mp_engine *e, const struct mp_proc_event *ev);
+void on_cgroup_new(struct mp_engine *e);
+
 /* profile.c */
+bool pid_busy(const struct mp_engine *e, pid_t pid);
+int refuse_self(pid_t pid, char *err, size_t err_len);
 void notify_state(struct mp_profile *p);
 int profile_stop(struct mp_profile *p);
 struct mp_profile *profile_by_id(const struct mp_engine *e, uint32_t id);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * The engine's event routing: each ring record (alloc, free, fork, exec, map, exit) to its
- * profile and process.
+ * profile and process; joins and new cgroups go to targets.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -351,6 +351,8 @@ static void on_exec(struct mp_engine *e, const struct mp_proc_event *ev)
 	}
 	if (attach)
 		SRC(e, attach, pid, NULL, 0);
+	else if (!maps_followed(e, pid))
+		targets_exec_unheld(e, ev);
 	/* the new image may (not) map libmemprof-preload: the loader decided again */
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		struct mp_proc *pr = proc_find(p, pid);
@@ -384,6 +386,7 @@ int proc_gone(struct mp_engine *e, pid_t pid)
 			proc_release(p, pid, false);
 		if (!pr->detached_reason) /* a detached process left nalive then */
 			profile_proc_exited(p);
+		p->retire_due = true;	/* profiles_retire(), when no process is held */
 	}
 	mp_entries__drain(e->entries, pid, NULL, NULL, NULL);
 	mp_unwinder__forget(e->unw, pid);
@@ -447,12 +450,18 @@ int on_event(void *ctx, const void *data, size_t size)
 		break;
 	case MP_EV_FORK:
 	case MP_EV_EXEC:
+	case MP_EV_JOIN:
 		if (size < sizeof(struct mp_proc_event))
 			break;
 		if (h->type == MP_EV_FORK)
 			on_fork(e, data);
-		else
+		else if (h->type == MP_EV_EXEC)
 			on_exec(e, data);
+		else
+			on_join(e, data);
+		break;
+	case MP_EV_CGROUP_NEW:
+		on_cgroup_new(e);
 		break;
 	case MP_EV_MAP:	/* ld.so mapped objects (the loader probed them already) */
 		if (maps_followed(e, (pid_t)h->pid))

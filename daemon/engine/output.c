@@ -236,6 +236,7 @@ void reap_outputs(struct mp_engine *e)
 		}
 		if (pr) {
 			pr->closing = NULL;
+			pr->p->retire_due = true;
 			/* only a discarded profile waits for its files (its reply, its manifest's
 			 * "complete"); telling a running one at each exit rewrote its manifest per
 			 * exited process, O(processes) each time */

@@ -462,12 +462,76 @@ void check_overhead(struct mp_engine *e, uint64_t now)
 		e->ovh_next_ns = now + window;
 }
 
-size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, size_t max)
+/* An exited process whose trace is written and whose figures say nothing a sum would lose (a
+ * failed trace, a detach: those stay listed). */
+static bool retirable(const struct mp_proc *pr)
+{
+	return pr->exited && pr->completed && !pr->closing && !pr->write_err &&
+	       !pr->write_errors && !pr->stalled && !pr->detached_reason;
+}
+
+/* Add @pr's figures to the sums of retired processes @r (a process record of no process). */
+static void retired_add(struct mp_proc *r, const struct mp_proc *pr)
+{
+	r->samples += pr->samples;
+	r->nsamples += pr->nsamples;
+	r->frees += pr->frees;
+	r->live_nsamples += pr->live_nsamples;
+	r->table_full += pr->table_full + pr->unmatched + pr->stale;	/* its drops */
+	mp_est_sum__merge(&r->est, &pr->est);
+	mp_est_sum__merge(&r->live_est, &pr->live_est);
+}
+
+/*
+ * Keep at most mp_engine_opts.keep_exited retirable processes of @p listed: the oldest beyond
+ * are added to @p's retired sums and freed, so that a profile that sees processes come and go
+ * all day keeps its memory, status and manifest bounded. Their traces stay where they are.
+ */
+static void profile_retire(struct mp_profile *p)
+{
+	size_t keep = p->e->opts.keep_exited, n = 0;
+
+	if (!keep)
+		return;
+	for (struct mp_proc *pr = p->list; pr; pr = pr->next)
+		n += retirable(pr);
+	for (struct mp_proc **pp = &p->list; *pp && n > keep;) {
+		struct mp_proc *pr = *pp;
+
+		if (!retirable(pr)) {
+			pp = &pr->next;
+			continue;
+		}
+		*pp = pr->next;
+		if (p->tail == &pr->next)
+			p->tail = pp;
+		retired_add(&p->retired, pr);
+		p->nretired++;
+		if (pr->in_table)
+			mp_htab__remove(&p->procs, &pr->node);
+		p->nprocs--;
+		proc_free(pr);
+		n--;
+	}
+}
+
+/* At the end of an engine step, where no caller holds a process (check_exits() does in it). */
+void profiles_retire(struct mp_engine *e)
+{
+	for (struct mp_profile *p = e->profiles; p; p = p->next)
+		if (p->retire_due) {
+			p->retire_due = false;
+			profile_retire(p);
+		}
+}
+
+/* The figures of @first and the processes after it (@one: @first only) into @out[0..max). */
+static void stats_of(struct mp_proc *first, bool one, double rate, struct mp_proc_stats *out,
+		     size_t max)
 {
 	size_t i = 0;
-	double rate = p->opts.rate;
 
-	for (struct mp_proc *pr = p->list; pr; pr = pr->next, i++) {
+	for (struct mp_proc *pr = first; pr; pr = one ? NULL : pr->next, i++) {
 		struct mp_proc_stats *s;
 
 		if (!out || i >= max)
@@ -514,5 +578,16 @@ size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, 
 				  pr->pl_stats[MEMPROF_PRELOAD_STAT_STALE] +
 				  pr->pl_stats[MEMPROF_PRELOAD_STAT_REALLOC_LOST];
 	}
+}
+
+size_t mp_profile__retired(const struct mp_profile *p, struct mp_proc_stats *out)
+{
+	stats_of((struct mp_proc *)&p->retired, true, p->opts.rate, out, 1);
+	return p->nretired;
+}
+
+size_t mp_profile__procs(const struct mp_profile *p, struct mp_proc_stats *out, size_t max)
+{
+	stats_of(p->list, false, p->opts.rate, out, max);
 	return p->nprocs;
 }

@@ -26,6 +26,7 @@ int profile_stop(struct mp_profile *p)
 		return -EINVAL;
 	p->state = MP_PROFILE_STOPPED;
 	p->stop_ns = now_mono_ns();
+	targets_unwatch(p);	/* no process joins a stopped profile */
 	p->gen = ++p->e->gen;
 	proc_cfg(p, &cfg);
 	for (struct mp_proc *pr = p->list; pr; pr = pr->next) {
@@ -71,8 +72,9 @@ void profile_proc_exited(struct mp_profile *p)
 {
 	if (p->nalive)
 		p->nalive--;
-	if (!p->nalive && p->state == MP_PROFILE_SAMPLING) {
-		/* Every process is gone: implicitly stopped, every process complete. */
+	if (!p->nalive && !p->ntargets && p->state == MP_PROFILE_SAMPLING) {
+		/* Every process is gone: implicitly stopped, every process complete. (Targets
+		 * may have new processes: only a stop ends their profile.) */
 		profile_stop(p);
 		notify_state(p);
 	}
@@ -89,6 +91,7 @@ void profile_free(struct mp_profile *p)
 		pr = next;
 	}
 	mp_htab__fini(&p->procs);
+	targets_free(p);
 	free(p->out_path);
 	free(p->out_dir);
 	free(p);
@@ -114,7 +117,7 @@ void mp_profile_opts__set(struct mp_profile_opts *po, const struct mp_opts *o)
 	po->opt = *o;
 }
 
-static bool pid_busy(const struct mp_engine *e, pid_t pid)
+bool pid_busy(const struct mp_engine *e, pid_t pid)
 {
 	for (struct mp_profile *p = e->profiles; p; p = p->next) {
 		struct mp_proc *pr = p->state == MP_PROFILE_SAMPLING ? proc_find(p, pid) : NULL;
@@ -153,7 +156,7 @@ static const char *unmapped_kind(pid_t pid)
 
 /* The engine's own process: its allocations would feed the ring it drains, each record read
  * making more (a livelock). memprofd's, or memprofctl record's. */
-static int refuse_self(pid_t pid, char *err, size_t err_len)
+int refuse_self(pid_t pid, char *err, size_t err_len)
 {
 	if (pid != getpid())
 		return 0;
@@ -202,8 +205,9 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 		err_len = sizeof(dummy);
 	}
 	err[0] = '\0';
-	if (!opts || !npids || !pids) {
-		snprintf(err, err_len, "A profile needs options and at least one process");
+	if (!opts || (!npids && !opts->ntargets) || (npids && !pids)) {
+		snprintf(err, err_len, "A profile needs options and at least one process or "
+			 "target");
 		return -EINVAL;
 	}
 	p = calloc(1, sizeof(*p));
@@ -213,8 +217,17 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 	}
 	memcpy(&p->opts, opts, opts->sz && opts->sz < sizeof(p->opts) ? opts->sz : sizeof(p->opts));
 	p->opts.sz = sizeof(p->opts);
+	/* text options are the caller's (a message's): what is kept of them is the targets' */
+	for (size_t i = 0; i < MP_OPT__COUNT; i++)
+		if (mp_options[i].type == MP_OPT_T_STRING) {
+			*(const char **)((char *)&p->opts.opt + mp_options[i].offset) = NULL;
+			p->opts.opt.set &= ~(1u << i);
+		}
 	p->e = e;
 	p->tail = &p->list;
+	/* the sums of its retired processes: a record of no process, exited and complete */
+	p->retired.p = p;
+	p->retired.exited = p->retired.completed = true;
 	p->state = MP_PROFILE_SAMPLING;
 	if (p->opts.rate == 0)
 		p->opts.rate = MP_RATE_DEFAULT;
@@ -302,6 +315,12 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 	if (r)
 		goto fail;
 	SRC(e, stats, p->bpf_base);
+	r = targets_start(p, err, err_len);
+	if (r < 0) {
+		if (!err[0])
+			snprintf(err, err_len, "Failed to resolve the targets: %s", strerror(-r));
+		goto fail;
+	}
 
 	p->starting = true;
 	/* Probes first, then the process and its trace: its start time is when sampling begins
@@ -342,6 +361,8 @@ int mp_engine__start(struct mp_engine *e, const struct mp_profile_opts *opts, co
 	e->profiles = p;
 	if (!e->ovh_next_ns) /* first window: the hit counters' baselines */
 		e->ovh_next_ns = now_mono_ns() + 1;
+	/* watched since targets_start(): a process that exec'd meanwhile is found either way */
+	targets_scan(p);
 	arm_timer(e);
 	if (out)
 		*out = p;

@@ -40,6 +40,11 @@ static int bpf_attach(void *ctx, pid_t pid, char *why, size_t why_len)
 	return mp_bpf__attach(ctx, pid, why, why_len);
 }
 
+static int bpf_attach_exec(void *ctx, pid_t pid, char *why, size_t why_len)
+{
+	return mp_bpf__attach_exec(ctx, pid, why, why_len);
+}
+
 static int bpf_detach(void *ctx, pid_t pid)
 {
 	return mp_bpf__detach(ctx, pid);
@@ -88,6 +93,12 @@ static const char *bpf_mechanisms(void *ctx)
 	return mp_bpf__mechanisms(ctx);
 }
 
+static int bpf_watch(void *ctx, int kind, uint64_t a, uint64_t b, uint32_t profile)
+{
+	return mp_bpf__watch(ctx, kind == MP_TARGET_EXE ? MP_WATCH_EXE : MP_WATCH_CGROUP, a, b,
+			     profile);
+}
+
 const struct mp_engine_source mp_engine_bpf_source = {
 	.consume = bpf_consume,
 	.fd = bpf_fd,
@@ -95,6 +106,7 @@ const struct mp_engine_source mp_engine_bpf_source = {
 	.proc_get = bpf_proc_get,
 	.proc_del = bpf_proc_del,
 	.attach = bpf_attach,
+	.attach_exec = bpf_attach_exec,
 	.detach = bpf_detach,
 	.mode = bpf_mode,
 	.preload_stats = bpf_preload_stats,
@@ -103,4 +115,5 @@ const struct mp_engine_source mp_engine_bpf_source = {
 	.hit_costs = bpf_hit_costs,
 	.stats = bpf_stats,
 	.mechanisms = bpf_mechanisms,
+	.watch = bpf_watch,
 };

@@ -132,6 +132,9 @@ int mp_summary__from_profile(struct mp_summary *s, struct mp_engine *e, struct m
 		s->nprocs = n;
 	for (size_t i = 0; i < s->nprocs; i++)
 		mp_summary_proc__from_stats(&s->procs[i], &ps[i], s->rate);
+	s->nretired = mp_profile__retired(p, ps);
+	if (s->nretired)
+		mp_summary_proc__from_stats(&s->retired, ps, s->rate);
 	free(ps);
 	mp_summary__sum(s);
 
@@ -245,6 +248,18 @@ struct json_object *mp_summary__procs_json(const struct mp_summary *s)
 	for (size_t i = 0; a && i < s->nprocs; i++)
 		json_object_array_add(a, mp_summary_proc__json(&s->procs[i]));
 	return a;
+}
+
+struct json_object *mp_summary__retired_json(const struct mp_summary *s)
+{
+	struct json_object *j;
+
+	if (!s->nretired)
+		return NULL;
+	j = mp_summary_proc__json(&s->retired);
+	if (j)
+		json_object_object_add(j, "processes", json_object_new_uint64(s->nretired));
+	return j;
 }
 
 #define STACK_U64(key, name) { key, offsetof(struct mp_engine_stack_stats, name) }

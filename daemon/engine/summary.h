@@ -63,6 +63,10 @@ struct mp_summary {
 	size_t nprocs;
 	struct mp_summary_proc *procs;	/* owned (mp_summary__free()) */
 	struct mp_summary_proc total;	/* sums of the counts (not the estimates' SE) */
+	/* exited processes no longer listed (mp_profile__retired()): how many, and their sums
+	 * (not in @total) */
+	uint64_t nretired;
+	struct mp_summary_proc retired;
 	/* Losses: names[i] = values[i]. @losses_daemon_wide: memprofd's counters, grown while the
 	 * summary's profile ran but of all its profiles together. */
 	size_t nlosses;
@@ -110,6 +114,9 @@ void mp_summary__free(struct mp_summary *s);
 struct json_object *mp_summary_proc__json(const struct mp_summary_proc *ps);
 /* The array of @s's processes. */
 struct json_object *mp_summary__procs_json(const struct mp_summary *s);
+/* @s's retired processes: {"processes": N, and mp_summary_proc__json()'s keys}, or NULL when
+ * there are none. */
+struct json_object *mp_summary__retired_json(const struct mp_summary *s);
 /* The whole summary of a recording that ended with @status (-1: not known). */
 struct json_object *mp_summary__json(const struct mp_summary *s, int status);
 

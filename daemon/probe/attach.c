@@ -304,7 +304,8 @@ static void target_set_go(struct mp_bpf *b, struct target *t)
 	proc_flag(b, t->pid, MP_PROC_NO_MMAP, t->go);
 }
 
-int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
+/* mp_bpf__attach(); @at_exec: mp_bpf__attach_exec(). */
+static int attach_pid(struct mp_bpf *b, pid_t pid, bool at_exec, char *why, size_t why_len)
 {
 	char path[PATH_MAX + 64], maps[64], line[PATH_MAX + 256];
 	struct target *t;
@@ -335,6 +336,10 @@ int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
 		}
 		t->pid = pid;
 		created = true;
+		if (at_exec) {	/* as ring.c does at a followed process' exec */
+			t->pl_recheck = true;
+			t->pl_pending = 2;
+		}
 	}
 	decide = created || t->pl_recheck;
 	if (decide) {
@@ -420,6 +425,19 @@ int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
 		free(t);
 		return -ESRCH; /* a zombie or a kernel thread maps nothing */
 	}
+	if (t->nalloc == 0 && at_exec && t->nlinks) {
+		int r;
+
+		/* only ld.so so far: its rendezvous probe reports the libraries it maps from now
+		 * on; those it mapped before the probe was there are in the maps now */
+		if (created) {
+			t->next = b->targets;
+			b->targets = t;
+			b->ntargets++;
+		}
+		r = attach_pid(b, pid, false, NULL, 0);
+		return r > 0 ? r : 0;
+	}
 	if (t->nalloc == 0) {
 		if (created)
 			target_bury(b, t); /* nothing to keep: drop the ld.so probe too */
@@ -455,4 +473,14 @@ int mp_bpf__detach(struct mp_bpf *b, pid_t pid)
 		}
 	}
 	return 0;
+}
+
+int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
+{
+	return attach_pid(b, pid, false, why, why_len);
+}
+
+int mp_bpf__attach_exec(struct mp_bpf *b, pid_t pid, char *why, size_t why_len)
+{
+	return attach_pid(b, pid, true, why, why_len);
 }

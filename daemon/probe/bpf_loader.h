@@ -70,8 +70,31 @@ int mp_bpf__proc_del(struct mp_bpf *b, pid_t pid);
  * Calling it again attaches only to objects not yet probed (after dlopen or exec).
  */
 int mp_bpf__attach(struct mp_bpf *b, pid_t pid, char *why, size_t why_len);
+/*
+ * The same for a process that has just exec'd (a target's new process, whose record the caller
+ * read): its libraries are not mapped yet, so a process whose image maps only ld.so keeps ld.so's
+ * rendezvous probe (0), which probes them as they are mapped, and its mode (preload or not) is
+ * decided again at its next two rendezvous.
+ */
+int mp_bpf__attach_exec(struct mp_bpf *b, pid_t pid, char *why, size_t why_len);
 /* Detach every probe of @pid. */
 int mp_bpf__detach(struct mp_bpf *b, pid_t pid);
+
+/*
+ * Targets: the processes that exec an executable (MP_WATCH_EXE: @a its st_dev, @b its st_ino;
+ * BPF compares the inode number only, the caller checks the device)
+ * or exec in, or move into, a v2 cgroup or one below it (MP_WATCH_CGROUP: @a the cgroup's id,
+ * the st_ino of its directory) without a "procs" entry get an MP_EV_JOIN record for @profile;
+ * while a cgroup is watched, every v2 cgroup made gets an MP_EV_CGROUP_NEW record. @profile 0:
+ * stop watching it. Returns 0, -EBUSY (another profile watches it), -ENOENT (not watched),
+ * -EOPNOTSUPP (cgroups: the kernel's cgroup tracepoints could not be attached), -errno.
+ */
+enum mp_watch_kind {
+	MP_WATCH_EXE = 1,
+	MP_WATCH_CGROUP,
+};
+int mp_bpf__watch(struct mp_bpf *b, enum mp_watch_kind kind, uint64_t a, uint64_t bb,
+		  uint32_t profile);
 
 /* Sum of the per-CPU counters of bpf/memprof.h's enum mp_stat. */
 int mp_bpf__stats(struct mp_bpf *b, uint64_t out[MP_STAT__MAX]);

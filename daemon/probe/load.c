@@ -444,6 +444,20 @@ struct mp_bpf *mp_bpf__open_log(mp_bpf_event_fn fn, void *ctx, mp_bpf_log_fn log
 			goto fail;
 		}
 	}
+	/* cgroup targets only: without them memprofd still profiles PIDs and executables */
+	progs[0] = b->skel->progs.mp_cg_attach;
+	progs[1] = b->skel->progs.mp_cg_mkdir;
+	for (int i = 0; i < 2; i++) {
+		b->cg_links[i] = bpf_program__attach(progs[i]);
+		if (!b->cg_links[i]) {
+			logf_(b, 4, "Cannot attach program '%s' (%s): %s; cgroup and unit targets "
+			      "are unavailable", bpf_program__name(progs[i]),
+			      bpf_program__section_name(progs[i]), strerror(errno));
+			bpf_link__destroy(b->cg_links[0]);
+			b->cg_links[0] = NULL;
+			break;
+		}
+	}
 	b->rb = ring_buffer__new(bpf_map__fd(b->skel->maps.rb), rb_event, b, NULL);
 	if (!b->rb) {
 		err = -errno;
@@ -489,6 +503,8 @@ void mp_bpf__free(struct mp_bpf *b)
 	ring_buffer__free(b->rb);
 	for (int i = 0; i < 3; i++)
 		bpf_link__destroy(b->lifecycle[i]);
+	for (int i = 0; i < 2; i++)
+		bpf_link__destroy(b->cg_links[i]);
 	memprof_bpf__destroy(b->skel);
 	if (libbpf_log_fn == b->log && libbpf_log_ctx == b->log_ctx)
 		libbpf_log_fn = NULL;

@@ -160,6 +160,9 @@ struct mp_bpf {
 	struct memprof_bpf *skel;
 	struct ring_buffer *rb;
 	struct bpf_link *lifecycle[3];
+	/* cgroup_attach_task and cgroup_mkdir (cgroup targets); NULL where they could not be
+	 * attached (then mp_bpf__watch() refuses cgroups) */
+	struct bpf_link *cg_links[2];
 	mp_bpf_event_fn fn;
 	void *ctx;
 	mp_bpf_log_fn log;

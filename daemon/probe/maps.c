@@ -2,7 +2,7 @@
 /*
  * The BPF maps user space writes and reads: "procs" (who is profiled, how), the sampled-block
  * table and its filter (purged after exec and exit), the per-CPU counters "stats" and the
- * per-process probe hits "phits".
+ * per-process probe hits "phits", and the targets' "exewatch" and "cgwatch".
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -196,5 +196,42 @@ int mp_bpf__proc_hits_del(struct mp_bpf *b, pid_t pid)
 
 	if (bpf_map_delete_elem(bpf_map__fd(b->skel->maps.phits), &key) && errno != ENOENT)
 		return -errno;
+	return 0;
+}
+
+/*
+ * Watch (@profile > 0) or stop watching (0) a target: an executable (@kind MP_WATCH_EXE, @a its
+ * device as stat(2) gives it, @b its inode) or a v2 cgroup (MP_WATCH_CGROUP, @a its id). The
+ * counters BPF tests first follow the maps' contents.
+ */
+int mp_bpf__watch(struct mp_bpf *b, enum mp_watch_kind kind, uint64_t a, uint64_t bb,
+		  uint32_t profile)
+{
+	bool exe = kind == MP_WATCH_EXE;
+	uint32_t *count = exe ? &b->skel->bss->mp_exe_watches : &b->skel->bss->mp_cg_watches;
+	int fd = exe ? bpf_map__fd(b->skel->maps.exewatch) : bpf_map__fd(b->skel->maps.cgwatch);
+	const void *key = exe ? (const void *)&bb : (const void *)&a;
+	uint32_t cur;
+	bool had;
+
+	if (kind != MP_WATCH_EXE && kind != MP_WATCH_CGROUP)
+		return -EINVAL;
+	if (!exe && !b->cg_links[1])
+		return -EOPNOTSUPP;
+	had = bpf_map_lookup_elem(fd, key, &cur) == 0;
+	if (profile) {
+		if (had && cur != profile)
+			return -EBUSY;
+		if (bpf_map_update_elem(fd, key, &profile, BPF_ANY))
+			return -errno;
+		if (!had)
+			__atomic_fetch_add(count, 1, __ATOMIC_SEQ_CST);
+		return 0;
+	}
+	if (!had)
+		return -ENOENT;
+	if (bpf_map_delete_elem(fd, key))
+		return -errno;
+	__atomic_fetch_sub(count, 1, __ATOMIC_SEQ_CST);
 	return 0;
 }

@@ -1,7 +1,9 @@
-# memprofd, the service (daemon/service/memprofd.c, svc_profile.c, bus.c, bus_server.c), its
+# memprofd, the service (daemon/service/memprofd.c, svc_profile.c, svc_unit.c,
+# svc_standing.c, bus.c, bus_server.c), its
 # systemd units, its man pages, and the memprofctl commands that talk to it. Included from
 # daemon/build.mk. Links the engine through ENGINE_OBJS / ENGINE_LIBS (daemon/build.mk).
 SVC_OBJS	:= $(B)/daemon/service/memprofd.o $(B)/daemon/service/svc_profile.o \
+		   $(B)/daemon/service/svc_unit.o $(B)/daemon/service/svc_standing.o \
 		   $(B)/daemon/service/bus.o $(B)/daemon/service/bus_server.o
 SVC_LIBS	:= $(call pkglibs,libsystemd) $(call pkglibs,json-c)
 SVC_UNITS	:= systemd/memprofd.service systemd/memprofd.socket

@@ -380,6 +380,8 @@ static int prop_profile(sd_bus *bus, const char *path, const char *iface, const 
 		return APPEND(reply, MEMPROF_BUS_DIRECTORY, sp->dir);
 	if (!strcmp(prop, MEMPROF_BUS_START_TIMESTAMP))
 		return APPEND(reply, MEMPROF_BUS_START_TIMESTAMP, sp->start_realtime_us);
+	if (!strcmp(prop, MEMPROF_BUS_STANDING))
+		return APPEND(reply, MEMPROF_BUS_STANDING, sp->standing ? sp->standing : "");
 	return -ENOENT;
 }
 
@@ -412,12 +414,9 @@ static int append_procs(sd_bus_message *reply, struct svc_profile *sp, const cha
  * that did not keep up, with its CLOCK_REALTIME time and the events not written (write
  * errors and stalls together).
  */
-static int process_status_item(sd_bus_message *reply, const char *sig,
-			       const struct mp_proc_stats *ps)
+/* The figures of @ps that add up across processes (ProcessStatus and Retired share them). */
+static int append_figures(sd_bus_message *reply, const struct mp_proc_stats *ps)
 {
-	const char *mode = mp_proc_mode__name(ps->mode);
-	uint64_t since;
-	const char *werr = mp_proc_stats__write_error(ps, &since);
 	const struct {
 		const char *key;
 		uint64_t value;
@@ -428,6 +427,23 @@ static int process_status_item(sd_bus_message *reply, const char *sig,
 		{ MEMPROF_PROC_FREED_BLOCKS, ps->frees },
 		{ MEMPROF_PROC_DROPS, ps->drops },
 	};
+	int r = 0;
+
+	for (size_t i = 0; r >= 0 && i < sizeof(counts) / sizeof(counts[0]); i++)
+		r = mp_bus_dict_append(reply, counts[i].key, "t", counts[i].value);
+	if (r >= 0)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EST_ALLOC_BYTES, ps->est_alloc_bytes);
+	if (r >= 0)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EST_LIVE_BYTES, ps->est_live_bytes);
+	return r;
+}
+
+static int process_status_item(sd_bus_message *reply, const char *sig,
+			       const struct mp_proc_stats *ps)
+{
+	const char *mode = mp_proc_mode__name(ps->mode);
+	uint64_t since;
+	const char *werr = mp_proc_stats__write_error(ps, &since);
 	int r;
 
 	r = sd_bus_message_open_container(reply, 'a', "{sv}");
@@ -439,12 +455,8 @@ static int process_status_item(sd_bus_message *reply, const char *sig,
 		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EXITED, (int)ps->exited);
 	if (r >= 0 && mode)
 		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_MODE, mode);
-	for (size_t i = 0; r >= 0 && i < sizeof(counts) / sizeof(counts[0]); i++)
-		r = mp_bus_dict_append(reply, counts[i].key, "t", counts[i].value);
 	if (r >= 0)
-		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EST_ALLOC_BYTES, ps->est_alloc_bytes);
-	if (r >= 0)
-		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_EST_LIVE_BYTES, ps->est_live_bytes);
+		r = append_figures(reply, ps);
 	if (r >= 0 && ps->trace_path)
 		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_TRACE, ps->trace_path);
 	if (r >= 0 && ps->detached_reason)
@@ -457,6 +469,25 @@ static int process_status_item(sd_bus_message *reply, const char *sig,
 	if (r >= 0 && werr)
 		r = MP_BUS_DICT_PUT(reply, MEMPROF_PROC_LOST_WRITES,
 				    ps->write_errors + ps->stalled);
+	if (r >= 0)
+		r = sd_bus_message_close_container(reply);
+	return r;
+}
+
+/* Retired: the sums of the processes retired from ProcessStatus (<memprof/bus.h>). */
+static int prop_retired(sd_bus *bus, const char *path, const char *iface, const char *prop,
+			sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	struct svc_profile *sp = userdata;
+	struct mp_proc_stats ps;
+	uint64_t n = mp_profile__retired(sp->p, &ps);
+	int r;
+
+	r = sd_bus_message_open_container(reply, 'a', "{sv}");
+	if (r >= 0)
+		r = MP_BUS_DICT_PUT(reply, MEMPROF_RETIRED_PROCESSES, n);
+	if (r >= 0)
+		r = append_figures(reply, &ps);
 	if (r >= 0)
 		r = sd_bus_message_close_container(reply);
 	return r;
@@ -484,6 +515,25 @@ static int prop_processes(sd_bus *bus, const char *path, const char *iface, cons
 {
 	return append_procs(reply, userdata, "(" MEMPROF_BUS_PROCESSES_ENTRY ")",
 			    process_tuple_item);
+}
+
+/* Targets: a(ssbttt) (<memprof/bus.h>). */
+static int prop_targets(sd_bus *bus, const char *path, const char *iface, const char *prop,
+			sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+	struct svc_profile *sp = userdata;
+	struct mp_target_stats ts[MP_MAX_TARGETS];
+	size_t n = mp_profile__targets(sp->p, ts, MP_MAX_TARGETS);
+	int r;
+
+	r = sd_bus_message_open_container(reply, 'a', "(" MEMPROF_BUS_TARGETS_ENTRY ")");
+	for (size_t i = 0; r >= 0 && i < n && i < MP_MAX_TARGETS; i++)
+		r = sd_bus_message_append(reply, "(" MEMPROF_BUS_TARGETS_ENTRY ")", ts[i].label,
+					  ts[i].path, (int)ts[i].present, ts[i].joined,
+					  ts[i].skipped, ts[i].failed);
+	if (r >= 0)
+		r = sd_bus_message_close_container(reply);
+	return r;
 }
 
 /* Profile1.Stop(), Profile1.Discard() */
@@ -538,8 +588,11 @@ static const sd_bus_vtable profile_vtable[] = {
 	PROPERTY(MEMPROF_BUS_COMPRESSED, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
 	PROPERTY(MEMPROF_BUS_DIRECTORY, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
 	PROPERTY(MEMPROF_BUS_START_TIMESTAMP, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
+	PROPERTY(MEMPROF_BUS_STANDING, prop_profile, SD_BUS_VTABLE_PROPERTY_CONST),
 	PROPERTY(MEMPROF_BUS_PROCESS_STATUS, prop_process_status, 0),
 	PROPERTY(MEMPROF_BUS_PROCESSES, prop_processes, 0),
+	PROPERTY(MEMPROF_BUS_TARGETS, prop_targets, 0),
+	PROPERTY(MEMPROF_BUS_RETIRED, prop_retired, 0),
 	SD_BUS_METHOD(MEMPROF_BUS_STOP, "", "", profile_method_op, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD(MEMPROF_BUS_DISCARD, "", "", profile_method_op, SD_BUS_VTABLE_UNPRIVILEGED),
 	SD_BUS_METHOD_WITH_ARGS(MEMPROF_BUS_ADD_PROCESS,

@@ -103,6 +103,7 @@ void mp_config__done(struct mp_config *c)
 {
 	free(c->state_dir);
 	c->state_dir = NULL;
+	mp_standing__free_all(c);
 }
 
 static char *strip(char *s)
@@ -133,8 +134,9 @@ static int parse_uint(const char *v, unsigned int min, unsigned int max, unsigne
 int mp_config__load(struct mp_config *c, const char *path, char *err, size_t err_len)
 {
 	struct mp_config n = { 0 };
-	char line[4096];
+	char line[4096], msg[512];
 	unsigned int lineno = 0;
+	bool in_profile = false;
 	FILE *f;
 	int r = 0;
 
@@ -147,12 +149,28 @@ int mp_config__load(struct mp_config *c, const char *path, char *err, size_t err
 	}
 	n = *c;
 	n.state_dir = strdup(c->state_dir ? c->state_dir : MP_DEFAULT_STATE_DIR);
+	n.standing = NULL;
+	n.nstanding = 0;
 	while (fgets(line, sizeof(line), f)) {
 		char *k = strip(line), *v, *eq;
 
 		lineno++;
-		if (!*k || *k == '#' || *k == ';' || !strcmp(k, "[memprofd]"))
+		if (!*k || *k == '#' || *k == ';')
 			continue;
+		if (!strcmp(k, "[memprofd]")) {
+			in_profile = false;
+			continue;
+		}
+		if (!strcmp(k, "[Profile]")) {
+			in_profile = true;
+			r = mp_standing__section(&n, lineno, msg, sizeof(msg));
+			if (r < 0) {
+				snprintf(err, err_len, "%s:%u: %s", path, lineno,
+					 r == -ENOMEM ? "out of memory" : msg);
+				break;
+			}
+			continue;
+		}
 		eq = strchr(k, '=');
 		if (!eq) {
 			snprintf(err, err_len, "%s:%u: expected Key=Value", path, lineno);
@@ -162,6 +180,15 @@ int mp_config__load(struct mp_config *c, const char *path, char *err, size_t err
 		*eq = '\0';
 		k = strip(k);
 		v = strip(eq + 1);
+		if (in_profile) {
+			r = mp_standing__set(&n, k, v, msg, sizeof(msg));
+			if (r < 0) {
+				snprintf(err, err_len, "%s:%u: %s", path, lineno,
+					 r == -ENOMEM ? "out of memory" : msg);
+				break;
+			}
+			continue;
+		}
 		if (!strcmp(k, "DefaultRate") || !strcmp(k, "CallstackSize")) {
 			/* The defaults of Start's options: read as the option is. */
 			bool rate = !strcmp(k, "DefaultRate");
@@ -224,11 +251,15 @@ int mp_config__load(struct mp_config *c, const char *path, char *err, size_t err
 		snprintf(err, err_len, "Out of memory");
 		r = -ENOMEM;
 	}
+	if (r == 0 && (r = mp_standing__check(&n, msg, sizeof(msg), &lineno)) < 0)
+		snprintf(err, err_len, "%s:%u: %s", path, lineno, msg);
 	if (r < 0) {
 		free(n.state_dir);
+		mp_standing__free_all(&n);
 		return r;
 	}
 	free(c->state_dir);
+	mp_standing__free_all(c);
 	*c = n;
 	return 0;
 }
@@ -341,6 +372,7 @@ static int on_reload(sd_event_source *es, const struct signalfd_siginfo *si, voi
 				   d->cfg.state_dir, d->cfg.max_profiles, per_user, reserve,
 				   d->cfg.max_clients, d->cfg.max_queued_calls,
 				   d->cfg.max_queued_bytes);
+			svc_standing__apply(d);
 		}
 	}
 	sd_notify(0, "READY=1");
@@ -548,6 +580,8 @@ int main(int argc, char **argv)
 	eopts.seed = d.seed;
 	eopts.has_seed = d.has_seed;
 	eopts.exec_check = svc_exec_check;
+	eopts.join_check = svc_join_check;
+	eopts.keep_exited = MP_KEEP_EXITED;
 	/* no caller's file, however slow, may hold up the loop (writer_async.h) */
 	eopts.output_queue_bytes = MP_OUTPUT_QUEUE_BYTES;
 	eopts.log = on_engine_log;
@@ -597,6 +631,7 @@ int main(int argc, char **argv)
 
 	log_notice("memprofd %s ready: control socket %s, traces under %s/profiles", MP_VERSION,
 		   listen_fd >= 0 ? "from the service manager" : d.socket_path, d.cfg.state_dir);
+	svc_standing__apply(&d);
 	sd_notify(0, "READY=1");
 	memprofd__update_status(&d);
 

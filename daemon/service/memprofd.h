@@ -40,10 +40,21 @@
  * read-only call, before signals, calls and timers get their turn. */
 #define MP_RING_SLICE_NS	(20 * 1000000ULL)
 #define MP_OUTPUT_QUEUE_BYTES	(4u << 20)	/* queued per trace while its file is slow */
+/* exited processes a profile lists (status, manifest); older ones are summed (Retired) */
+#define MP_KEEP_EXITED		64
 #define MP_SHUTDOWN_WAIT_MS	10000	/* at exit, for traces still being written */
 #define MP_DISCARD_WAIT_US	(2ULL * 1000000)	/* a Discard's reply, for the same */
 
 /* /etc/memprofd.conf, see memprofd(8). Command-line options override it. */
+/* A [Profile] section of the configuration (svc_standing.c). */
+struct mp_standing {
+	char name[65];			/* Name=, or "profile<N>" (its place in the file) */
+	unsigned int line;		/* of its header */
+	char *text;			/* its settings as written, "Key=Value\n" each */
+	struct mp_opts opts;		/* its options; the targets' texts in @strs */
+	char *strs[3];			/* Target=unit:, cgroup:, exe: */
+};
+
 struct mp_config {
 	double default_rate;
 	unsigned int callstack_size;	/* default for profiles that do not ask */
@@ -56,6 +67,8 @@ struct mp_config {
 	unsigned int max_clients;	/* control connections at once */
 	unsigned int max_queued_calls;	/* per connection, see MP_DEFAULT_MAX_QUEUED_CALLS */
 	unsigned int max_queued_bytes;
+	struct mp_standing *standing;	/* standing profiles, in file order */
+	size_t nstanding;
 };
 
 /* One profile as the service sees it. */
@@ -74,6 +87,8 @@ struct svc_profile {
 	unsigned int manifest_failures;	/* manifest writes failed in a row (logged once) */
 	sd_bus_message *discard_call;	/* a Discard, answered once the files are written */
 	sd_event_source *discard_timer;	/* ... or after MP_DISCARD_WAIT_US */
+	char *standing;			/* a standing profile: its section's name, else NULL */
+	char *standing_text;		/* ... and the settings it was started with */
 	struct svc_profile *next;
 };
 
@@ -120,6 +135,17 @@ void mp_config__defaults(struct mp_config *c);
  * @err with "path:line: reason". */
 int mp_config__load(struct mp_config *c, const char *path, char *err, size_t err_len);
 void mp_config__done(struct mp_config *c);
+/* svc_standing.c: a [Profile] section begins at @line; its setting @k=@v (0, or -errno with
+ * the reason in @err); every section complete and named once (else @line is the one at
+ * fault); freed. */
+int mp_standing__section(struct mp_config *c, unsigned int line, char *err, size_t err_len);
+int mp_standing__set(struct mp_config *c, const char *k, const char *v, char *err,
+		     size_t err_len);
+int mp_standing__check(const struct mp_config *c, char *err, size_t err_len, unsigned int *line);
+void mp_standing__free_all(struct mp_config *c);
+/* Start the standing profiles of the configuration that do not run, after completing those
+ * whose section is gone or changed (at start and after each reload). */
+void svc_standing__apply(struct memprofd *d);
 
 /* Recompute STATUS= for the service manager. */
 void memprofd__update_status(struct memprofd *d);
@@ -142,12 +168,21 @@ struct svc_start_req {
  * returns -errno and writes one sentence to @err naming what failed (and the PID).
  */
 int svc_check_access(pid_t pid, uid_t uid, gid_t gid, char *err, size_t err_len);
+/* mp_engine_opts.join_check: svc_check_access() of each process that joins a target. */
+int svc_join_check(void *ctx, pid_t pid, uid_t uid, gid_t gid, char *err, size_t err_len);
 /* mp_engine_opts.exec_check: svc_check_access() again at every exec of a process profiled for
  * another user than root, refusing set-id images outright; logs what it refuses. */
 int svc_exec_check(void *ctx, pid_t pid, uid_t uid, gid_t gid, bool secure, char *err,
 		   size_t err_len);
 int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 		       struct svc_profile **out, char *err, size_t err_len);
+/*
+ * svc_unit.c: the cgroup of systemd unit @name (".service" added to a name without a type), as
+ * systemd names it in its hierarchy ("/system.slice/cron.service"); for a unit not running,
+ * the one systemd will make. 0, or -errno with a sentence in @err (-ENOENT: systemd does not
+ * know the unit, -EINVAL: not a unit with processes).
+ */
+int svc_unit_cgroup(const char *name, char *out, size_t out_len, char *err, size_t err_len);
 /*
  * Profile1.AddProcess: @pid, forked or exec'd in @sp's tree and held stopped by the caller
  * (ptrace), is brought in sync: pending events delivered, probes attached, and with @out_fd >= 0

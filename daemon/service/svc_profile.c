@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,12 @@ int svc_check_access(pid_t pid, uid_t uid, gid_t gid, char *err, size_t err_len)
 		return -EPERM;
 	}
 	return 0;
+}
+
+int svc_join_check(void *ctx, pid_t pid, uid_t uid, gid_t gid, char *err, size_t err_len)
+{
+	(void)ctx;
+	return svc_check_access(pid, uid, gid, err, err_len);
 }
 
 int svc_exec_check(void *ctx, pid_t pid, uid_t uid, gid_t gid, bool secure, char *err,
@@ -322,6 +329,8 @@ static void svc_profile__free(struct svc_profile *sp)
 	reply_discard(sp);
 	free(sp->dir);
 	free(sp->object_path);
+	free(sp->standing);
+	free(sp->standing_text);
 	free(sp);
 }
 
@@ -466,6 +475,9 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 		       struct svc_profile **out, char *err, size_t err_len)
 {
 	struct mp_profile_opts opts = { .sz = sizeof(opts), .out_fd = -1 };
+	char unit_cg[PATH_MAX], unit_label[MP_OPT_STRING_MAX + 8];
+	struct mp_target targets[3];
+	size_t ntargets;
 	struct svc_profile *sp = NULL;
 	struct mp_opts o;
 	struct mp_profile *p = NULL;
@@ -477,9 +489,25 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 		snprintf(err, err_len, "memprofd is shutting down");
 		return -ESHUTDOWN;
 	}
-	if (req->npids == 0 || req->npids > MP_MAX_START_PIDS) {
-		snprintf(err, err_len, "A profile needs between 1 and %d processes, got %zu",
-			 MP_MAX_START_PIDS, req->npids);
+	o = req->opts;
+	ntargets = 0;
+	if (MP_OPT_IS_SET(&o, UNIT)) {
+		r = svc_unit_cgroup(o.unit, unit_cg, sizeof(unit_cg), err, err_len);
+		if (r < 0)
+			return r;
+		snprintf(unit_label, sizeof(unit_label), "unit:%s", o.unit);
+		targets[ntargets++] = (struct mp_target){ .kind = MP_TARGET_CGROUP,
+							  .path = unit_cg, .label = unit_label,
+							  .may_be_absent = true };
+	}
+	if (MP_OPT_IS_SET(&o, CGROUP))
+		targets[ntargets++] = (struct mp_target){ .kind = MP_TARGET_CGROUP,
+							  .path = o.cgroup };
+	if (MP_OPT_IS_SET(&o, EXE))
+		targets[ntargets++] = (struct mp_target){ .kind = MP_TARGET_EXE, .path = o.exe };
+	if ((req->npids == 0 && !ntargets) || req->npids > MP_MAX_START_PIDS) {
+		snprintf(err, err_len, "A profile needs between 1 and %d processes, or a target "
+			 "(unit, cgroup, exe), got %zu processes", MP_MAX_START_PIDS, req->npids);
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < req->npids; i++)
@@ -488,7 +516,6 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 				snprintf(err, err_len, "Process %d is named twice", (int)req->pids[i]);
 				return -EINVAL;
 			}
-	o = req->opts;
 	if (!MP_OPT_IS_SET(&o, RATE))
 		o.rate = d->cfg.default_rate;
 	if (!MP_OPT_IS_SET(&o, CALLSTACK_SIZE))
@@ -497,6 +524,8 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 	if (r < 0)
 		return r;
 	mp_profile_opts__set(&opts, &o);
+	opts.targets = targets;
+	opts.ntargets = ntargets;
 	r = check_profile_limits(d, req->uid, err, err_len);
 	if (r < 0)
 		return r;
@@ -555,9 +584,15 @@ int svc_profile__start(struct memprofd *d, const struct svc_start_req *req,
 	d->profiles = sp;
 	d->next_id = id + 1;
 
-	log_notice("Profile %" PRIu32 " started by uid %u: %zu process(es) from %d, rate %g, "
-		   "traces %s", id, (unsigned int)req->uid, req->npids, (int)req->pids[0], opts.rate,
-		   sp->to_fd ? "to the caller's file" : sp->dir);
+	if (req->npids)
+		log_notice("Profile %" PRIu32 " started by uid %u: %zu process(es) from %d, rate %g, "
+			   "traces %s", id, (unsigned int)req->uid, req->npids, (int)req->pids[0],
+			   opts.rate, sp->to_fd ? "to the caller's file" : sp->dir);
+	for (size_t i = 0; i < ntargets; i++)
+		log_notice("Profile %" PRIu32 " started by uid %u: every process of %s, rate %g, "
+			   "traces %s", id, (unsigned int)req->uid,
+			   targets[i].label ? targets[i].label : targets[i].path, opts.rate,
+			   sp->to_fd ? "to the caller's file" : sp->dir);
 	svc_profile__write_manifest(d, sp);
 	memprofd__update_status(d);
 	*out = sp;
@@ -719,6 +754,44 @@ int svc_profile__procs(const struct svc_profile *sp, struct mp_proc_stats **out)
 	return (int)(m < n ? m : n);
 }
 
+/* The manifest's "retired": the processes no longer listed (MP_KEEP_EXITED), summed; NULL when
+ * there are none. */
+static struct json_object *retired_json(const struct mp_profile *p, double rate)
+{
+	struct mp_summary_proc sum;
+	struct mp_proc_stats rs;
+	struct json_object *j;
+	uint64_t n = mp_profile__retired(p, &rs);
+
+	if (!n)
+		return NULL;
+	mp_summary_proc__from_stats(&sum, &rs, rate);
+	j = mp_summary_proc__json(&sum);
+	if (j)
+		json_object_object_add(j, "processes", json_object_new_uint64(n));
+	return j;
+}
+
+/* The manifest's "targets": name, path and counts of each. */
+static struct json_object *targets_json(const struct mp_profile *p)
+{
+	struct mp_target_stats ts[MP_MAX_TARGETS];
+	size_t n = mp_profile__targets(p, ts, MP_MAX_TARGETS);
+	struct json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < n && i < MP_MAX_TARGETS; i++) {
+		struct json_object *j = json_object_new_object();
+
+		json_object_object_add(j, "name", json_object_new_string(ts[i].label));
+		json_object_object_add(j, "path", json_object_new_string(ts[i].path));
+		json_object_object_add(j, "joined", json_object_new_uint64(ts[i].joined));
+		json_object_object_add(j, "skipped", json_object_new_uint64(ts[i].skipped));
+		json_object_object_add(j, "failed", json_object_new_uint64(ts[i].failed));
+		json_object_array_add(a, j);
+	}
+	return a;
+}
+
 /* The manifest's "settings": every option of the table by its key, as the profile has it. */
 static struct json_object *settings_json(const struct mp_opts *o)
 {
@@ -747,6 +820,11 @@ static struct json_object *settings_json(const struct mp_opts *o)
 			mp_option__format(opt, o, text, sizeof(text));
 			j = json_object_new_string(text);
 			break;
+		case MP_OPT_T_STRING:
+			if (!((o->set >> i) & 1))
+				continue;
+			j = json_object_new_string(*(const char *const *)v);
+			break;
 		default:
 			continue;	/* a file: the manifest names the traces */
 		}
@@ -759,7 +837,7 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 {
 	const struct mp_profile_opts *o = mp_profile__opts(sp->p);
 	enum mp_profile_state st = mp_profile__state(sp->p);
-	struct json_object *root = json_object_new_object(), *set, *procs, *stats;
+	struct json_object *root = json_object_new_object(), *set, *procs, *stats, *retired;
 	struct mp_proc_stats *ps = NULL;
 	uint64_t counters[SVC_MAX_COUNTERS];
 	const char *names[SVC_MAX_COUNTERS];
@@ -779,6 +857,9 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 
 	set = settings_json(&o->opt);
 	json_object_object_add(root, "settings", set);
+	if (sp->standing)
+		json_object_object_add(root, "standing", json_object_new_string(sp->standing));
+	json_object_object_add(root, "targets", targets_json(sp->p));
 
 	procs = json_object_new_array();
 	n = svc_profile__procs(sp, &ps);
@@ -790,6 +871,9 @@ static struct json_object *manifest_json(struct memprofd *d, struct svc_profile 
 	}
 	free(ps);
 	json_object_object_add(root, "processes", procs);
+	retired = retired_json(sp->p, o->rate);
+	if (retired)
+		json_object_object_add(root, "retired", retired);
 
 	nc = svc_counters(d, names, counters, SVC_MAX_COUNTERS);
 	if (nc >= 0) {

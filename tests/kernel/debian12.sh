@@ -6,7 +6,8 @@
 #
 # The subset (tests/README): what a user does first, with the same statistical checks and the
 # strict reader as on the host: record in uprobe mode (C, C++, Debian's python3) and through
-# libmemprof-preload (C, python3), memprofd with attach/stop/discard, fork/exec following, and
+# libmemprof-preload (C, python3), memprofd with attach/stop/discard and with --exe/--cgroup
+# targets (BPF's cgroup and exec programs on 6.1), fork/exec following, and
 # the kernel probes with a program the verifier rejects. About 4 minutes of emulation.
 # Skipped (exit 77) when QEMU or the kernel package is not available.
 set -u
@@ -21,6 +22,7 @@ subset=(
 	bpf/preload-first
 	bpf/follow-procs
 	system/service-profile
+	system/service-targets
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -3,6 +3,8 @@
 # systemd, to test memprofd's units for real. Sourced by tests; executed only as its own
 # private stage (`bash lib-nspawn.sh __stage ...`, inside `unshare -m`).
 #
+#   nspawn_rootfiles DIR      memprofd installed into DIR (make install-service, the build's
+#                             binaries) and svc_phases in DIR$NSPAWN_LX, for nspawn_boot
 #   nspawn_boot ROOTFILES     boot; ROOTFILES is copied onto the container's root first
 #   ncx CMD...                run CMD in the container (all its namespaces, root)
 #   nspawn_teardown           poweroff, wait, remove the cgroup (also on EXIT)
@@ -52,6 +54,25 @@ NSPAWN_W=
 MP_SRC=${MP_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 MP_BUILD=${MP_BUILD:-$MP_SRC/build}
 MP_TMP=${MP_TMP:-$(mktemp -d)}
+
+NSPAWN_LX=/usr/local/libexec/memprofd-tests
+
+nspawn_rootfiles() {	# nspawn_rootfiles DIR: prints FAIL lines and returns 1 on failure
+	local rf=$1 f
+	for f in bin/memprofd bin/memprofctl tests/workloads/svc_phases; do
+		[ -x "$MP_BUILD/$f" ] || { echo "FAIL: missing $MP_BUILD/$f (make all test-bins)"; return 1; }
+	done
+	mkdir -p "$rf$NSPAWN_LX"
+	# -o: install what is built, never rebuild from a test.
+	if ! make -C "$MP_SRC" --no-print-directory -s B="$MP_BUILD" DESTDIR="$rf" \
+		prefix=/usr/local -o "$MP_BUILD/bin/memprofd" -o "$MP_BUILD/bin/memprofctl" \
+		install-service > "$MP_TMP/install.log" 2>&1; then
+		cat "$MP_TMP/install.log"
+		echo "FAIL: make install-service"
+		return 1
+	fi
+	cp "$MP_BUILD/tests/workloads/svc_phases" "$rf$NSPAWN_LX/"
+}
 
 nspawn_available() {
 	[ "$(id -u)" = 0 ] || { echo "needs root"; return 1; }

@@ -6,24 +6,12 @@
 set -u
 . "$(dirname "$0")/lib-nspawn.sh"
 nspawn_available || exit 77
-for f in bin/memprofd bin/memprofctl tests/workloads/svc_phases; do
-	[ -x "$MP_BUILD/$f" ] || { echo "FAIL: missing $MP_BUILD/$f (make all test-bins)"; exit 1; }
-done
 trap 'nspawn_teardown' EXIT
 
 # --- install into the container's root with the project's own install rule ----------------
 RF=$MP_TMP/rootfiles
-mkdir -p "$RF/usr/local/libexec/memprofd-tests"
-# -o: install what is built, never rebuild from a test.
-if ! make -C "$MP_SRC" --no-print-directory -s B="$MP_BUILD" DESTDIR="$RF" prefix=/usr/local \
-	-o "$MP_BUILD/bin/memprofd" -o "$MP_BUILD/bin/memprofctl" install-service \
-	> "$MP_TMP/install.log" 2>&1; then
-	cat "$MP_TMP/install.log"
-	echo "FAIL: make install-service"
-	exit 1
-fi
+nspawn_rootfiles "$RF" || exit 1
 pass "make install-service DESTDIR=..."
-cp "$MP_BUILD/tests/workloads/svc_phases" "$RF/usr/local/libexec/memprofd-tests/"
 
 nspawn_boot "$RF" || { echo "FAIL: boot a container"; exit 1; }
 pass "systemd booted in a container"

@@ -63,7 +63,7 @@ expect "ambiguous option" 2 "^memprofctl record: option '--no' is ambiguous" \
 	-- "$CTL" record --no -- true
 
 # ---- attach ------------------------------------------------------------------------------------
-expect "attach: no PID" 2 "^memprofctl attach: no PID given" -- "$CTL" attach
+expect "attach: no PID" 2 "^memprofctl attach: no PID, --unit, --cgroup or --exe given" -- "$CTL" attach
 expect "attach: PID not a number" 2 "^memprofctl attach: invalid PID 'abc'$" -- "$CTL" attach abc
 expect "attach: PID 0" 2 "^memprofctl attach: invalid PID '0'$" -- "$CTL" attach 0
 expect "attach: PID too large" 2 "^memprofctl attach: invalid PID '99999999999'$" \

@@ -138,6 +138,34 @@ static int fake_attach(void *ctx, pid_t pid, char *why, size_t why_len)
 	return 1;
 }
 
+static int fake_attach_exec(void *ctx, pid_t pid, char *why, size_t why_len)
+{
+	return fake_attach(ctx, pid, why, why_len);
+}
+
+/* Targets the engine watches: the last call's arguments, and the watches in place. */
+static struct {
+	int kind;
+	uint64_t a, b;
+	uint32_t profile;
+	unsigned int calls, active;
+} fake_watch_state;
+
+static int fake_watch(void *ctx, int kind, uint64_t a, uint64_t b, uint32_t profile)
+{
+	(void)ctx;
+	fake_watch_state.kind = kind;
+	fake_watch_state.a = a;
+	fake_watch_state.b = b;
+	fake_watch_state.profile = profile;
+	fake_watch_state.calls++;
+	if (profile)
+		fake_watch_state.active++;
+	else if (fake_watch_state.active)
+		fake_watch_state.active--;
+	return 0;
+}
+
 static int fake_detach(void *ctx, pid_t pid)
 {
 	struct fake_proc *f = fake_proc(pid, false);
@@ -209,6 +237,7 @@ static const struct mp_engine_source fake_source_ops = {
 	.proc_get = fake_proc_get,
 	.proc_del = fake_proc_del,
 	.attach = fake_attach,
+	.attach_exec = fake_attach_exec,
 	.detach = fake_detach,
 	.mode = fake_mode,
 	.preload_stats = fake_preload_stats,
@@ -217,6 +246,7 @@ static const struct mp_engine_source fake_source_ops = {
 	.hit_costs = fake_hit_costs,
 	.stats = fake_stats,
 	.mechanisms = fake_mechanisms,
+	.watch = fake_watch,
 };
 
 static uint64_t mono_ns(void)
@@ -366,11 +396,14 @@ static void child_end(struct child *c)
 	c->pid = 0;
 }
 
+/* mp_engine_opts.keep_exited of the next engine_new() (0: every process stays listed). */
+static size_t fake_keep_exited;
+
 /* A new engine on the synthetic source; the source's counters (fake.stats) are the test's. */
 static struct mp_engine *engine_new(void)
 {
 	struct mp_engine_opts eo = { .sz = sizeof(eo), .seed = 1, .has_seed = true,
-				     .source = &fake_source_ops };
+				     .source = &fake_source_ops, .keep_exited = fake_keep_exited };
 
 	memset(fake.procs, 0, sizeof(fake.procs));
 	fake.nprocs = 0;

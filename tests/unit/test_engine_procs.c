@@ -76,6 +76,51 @@ out:
 	fixture_end(&fx);
 }
 
+/*
+ * keep_exited 1: of two exited children, the older is retired from the list into the profile's
+ * sums (its samples, frees and estimate), the newer stays listed, as does A, still running.
+ */
+static void test_retire(void)
+{
+	struct fixture fx;
+	struct mp_proc_stats s, r;
+	double b_alloc = 0;
+
+	fake_keep_exited = 1;
+	if (!fixture_start(&fx, "retire.ctf", false, 2))
+		goto out;
+	queue_proc(MP_EV_FORK, fx.id, fx.a.pid, fx.a.pid, fx.b.pid, 0);
+	queue_proc(MP_EV_FORK, fx.id, fx.a.pid, fx.a.pid, fx.c.pid, 0);
+	queue_block(&fx, &fx.b, 0, 0);
+	queue_block(&fx, &fx.b, 1, 2);
+	queue_free(fx.id, fx.b.pid, fx.b.pid, fx.b.addr[1]);
+	queue_block(&fx, &fx.c, 0, 0);
+	ASSERT_EQ(mp_engine__process(fx.e), 6, "forks and blocks consumed");
+	if (ASSERT_TRUE(proc_stats(fx.p, fx.b.pid, &s), "B's figures"))
+		b_alloc = s.est_alloc_bytes;
+	queue_proc(MP_EV_EXIT, fx.id, fx.b.pid, fx.b.pid, 0, 0);
+	ASSERT_EQ(mp_engine__process(fx.e), 1, "B's exit consumed");
+	ASSERT_EQ(mp_profile__procs(fx.p, NULL, 0), 3, "one exited: nothing retired");
+	ASSERT_EQ(mp_profile__retired(fx.p, &r), 0, "no retired process");
+	queue_proc(MP_EV_EXIT, fx.id, fx.c.pid, fx.c.pid, 0, 0);
+	ASSERT_EQ(mp_engine__process(fx.e), 1, "C's exit consumed");
+	ASSERT_EQ(mp_profile__procs(fx.p, NULL, 0), 2, "two exited: the older retired");
+	ASSERT_TRUE(!proc_stats(fx.p, fx.b.pid, &s), "B is no longer listed");
+	ASSERT_TRUE(proc_stats(fx.p, fx.c.pid, &s) && proc_stats(fx.p, fx.a.pid, &s),
+		    "C and A are");
+	ASSERT_EQ(mp_profile__retired(fx.p, &r), 1, "one retired process");
+	ASSERT_EQ(r.samples, 2, "its sampled blocks");
+	ASSERT_EQ(r.nsamples, 1 + 3, "its samples");
+	ASSERT_EQ(r.frees, 1, "its free");
+	ASSERT_EQ(r.live_nsamples, 1, "its block live at exit");
+	ASSERT_TRUE(r.est_alloc_bytes == b_alloc && b_alloc > 0, "its estimate, summed");
+	ASSERT_TRUE(r.exited && !r.pid && !r.trace_path, "a sum, not a process");
+	ASSERT_EQ(mp_profile__state(fx.p), MP_PROFILE_SAMPLING, "A still runs");
+out:
+	fixture_end(&fx);
+	fake_keep_exited = 0;
+}
+
 /* --no-follow-forks: a FORK record adds no process and configures nothing. */
 static void test_no_follow(void)
 {
@@ -179,6 +224,7 @@ int main(void)
 {
 	RUN(test_fork_exec_exit);
 	RUN(test_no_follow);
+	RUN(test_retire);
 	RUN(test_sync_pid_mode);
 	RUN(test_sync_pid_redirect);
 	free(fake.queue);

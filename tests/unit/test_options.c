@@ -46,6 +46,7 @@ static void test_defaults(void)
 	ASSERT_TRUE(o.max_overhead == 0, "max_overhead");
 	ASSERT_TRUE(!o.output.path, "no output path");
 	ASSERT_EQ(o.output.fd, -1, "no output fd");
+	ASSERT_TRUE(!o.unit && !o.cgroup && !o.exe, "no target");
 	/* Every default is within its own bounds. */
 	for (size_t i = 0; i < MP_OPT__COUNT; i++) {
 		char err[256] = "";
@@ -97,11 +98,18 @@ static void test_parse(void)
 	ASSERT_OK(mp_option__parse(&mp_options[MP_OPT_MAX_OVERHEAD], "2.5", &o, err, sizeof(err)),
 		  err);
 	ASSERT_TRUE(o.max_overhead == 2.5, "max_overhead");
+	ASSERT_OK(mp_option__parse(&mp_options[MP_OPT_EXE], "/usr/bin/python3", &o, err,
+				   sizeof(err)), err);
+	ASSERT_TRUE(o.exe && !strcmp(o.exe, "/usr/bin/python3") && MP_OPT_IS_SET(&o, EXE),
+		    "exe, as given");
+	ASSERT_OK(mp_option__parse(&mp_options[MP_OPT_UNIT], "cron", &o, err, sizeof(err)), err);
+	ASSERT_STREQ(o.unit, "cron", "unit");
 	ASSERT_OK(mp_opts__check(&o, err, sizeof(err)), err);
 }
 
 static void test_bad_input(void)
 {
+	refused(MP_OPT_CGROUP, "", "Invalid cgroup '': 1 to 4095 characters");
 	refused(MP_OPT_RATE, "0", "Invalid sampling rate '0': in [1e-9, 1]");
 	refused(MP_OPT_RATE, "1.5", "Invalid sampling rate '1.5': in [1e-9, 1]");
 	refused(MP_OPT_RATE, "1e-10", "Invalid sampling rate '1e-10': in [1e-9, 1]");

@@ -50,6 +50,8 @@ int mp_opts__append_bus(sd_bus_message *m, const struct mp_opts *o)
 			r = mp_bus_dict_append(m, opt->key, opt->sig, (int)*(const bool *)v);
 		} else if (opt->type == MP_OPT_T_DURATION) {
 			r = mp_bus_dict_append(m, opt->key, opt->sig, *(const uint64_t *)v);
+		} else if (opt->type == MP_OPT_T_STRING) {
+			r = mp_bus_dict_append(m, opt->key, opt->sig, *(const char *const *)v);
 		} else if (opt->type == MP_OPT_T_ENUM) {
 			r = mp_bus_dict_append(m, opt->key, opt->sig,
 					       opt->names[*(const uint32_t *)v]);
@@ -121,6 +123,9 @@ int mp_opts__read_bus(sd_bus_message *m, const char *key, struct mp_opts *o, cha
 		r = mp_option__parse(opt, v.s, o, err, err_len);
 		if (r < 0)
 			return r;
+		break;
+	case MP_OPT_T_STRING:
+		*(const char **)f = v.s;	/* owned by the message */
 		break;
 	case MP_OPT_T_FILE:
 		r = mp_outfile__check_fd(v.h, err, err_len);

@@ -230,9 +230,10 @@ int mp_client__start(struct memprof_client *c, const pid_t *pids, size_t n,
 	int r;
 
 	c->errmsg[0] = '\0';
-	if (!pids || !n || !id)
+	/* no process: the options name targets, or memprofd says what is missing */
+	if ((!pids && n) || !id)
 		return set_err(c, -EINVAL, "No process to profile");
-	p32 = calloc(n, sizeof(*p32));
+	p32 = calloc(n ? n : 1, sizeof(*p32));
 	if (!p32)
 		return set_err(c, -ENOMEM, "Out of memory");
 	for (size_t i = 0; i < n; i++)
@@ -439,28 +440,18 @@ static const struct field process_fields[] = {
 
 #define NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
 
-/* ProcessStatus: aa{sv}, one process each. */
-static int read_processes(sd_bus_message *m, void *base)
+/* A property that is an array (in its variant, of type @sig): @elem reads each element. */
+static int read_array(sd_bus_message *m, const char *sig, void *base,
+		      int (*elem)(sd_bus_message *m, void *base, size_t *cap))
 {
-	struct memprof_client_profile *p = base;
 	size_t cap = 0;
 	int r;
 
-	r = sd_bus_message_enter_container(m, 'v', MEMPROF_BUS_PROCESS_STATUS_SIG);
+	r = sd_bus_message_enter_container(m, 'v', sig);
 	if (r >= 0)
-		r = sd_bus_message_enter_container(m, 'a', MEMPROF_BUS_PROCESS_STATUS_ENTRY);
-	while (r >= 0 && (r = sd_bus_message_at_end(m, false)) == 0) {
-		struct memprof_client_process *c = grow(&p->procs, &p->nprocs, &cap, sizeof(*c));
-
-		if (!c)
-			return -ENOMEM;
-		r = read_dict(m, process_fields, NFIELDS(process_fields), c);
-		/* a name the daemon does not have: no trace of its own, an unnamed command */
-		if (r >= 0 && !c->trace)
-			r = dup_str(&c->trace, "");
-		if (r >= 0 && !c->comm)
-			r = dup_str(&c->comm, "");
-	}
+		r = sd_bus_message_enter_container(m, 'a', sig + 1);
+	while (r >= 0 && (r = sd_bus_message_at_end(m, false)) == 0)
+		r = elem(m, base, &cap);
 	if (r >= 0)
 		r = sd_bus_message_exit_container(m);
 	if (r >= 0)
@@ -468,10 +459,86 @@ static int read_processes(sd_bus_message *m, void *base)
 	return r;
 }
 
+/* ProcessStatus: aa{sv}, one process each. */
+static int read_process(sd_bus_message *m, void *base, size_t *cap)
+{
+	struct memprof_client_profile *p = base;
+	struct memprof_client_process *c = grow(&p->procs, &p->nprocs, cap, sizeof(*c));
+	int r;
+
+	if (!c)
+		return -ENOMEM;
+	r = read_dict(m, process_fields, NFIELDS(process_fields), c);
+	/* a name the daemon does not have: no trace of its own, an unnamed command */
+	if (r >= 0 && !c->trace)
+		r = dup_str(&c->trace, "");
+	if (r >= 0 && !c->comm)
+		r = dup_str(&c->comm, "");
+	return r;
+}
+
+static int read_processes(sd_bus_message *m, void *base)
+{
+	return read_array(m, MEMPROF_BUS_PROCESS_STATUS_SIG, base, read_process);
+}
+
+/* Targets: a(ssbttt). */
+static int read_target(sd_bus_message *m, void *base, size_t *cap)
+{
+	struct memprof_client_profile *p = base;
+	struct memprof_client_target *t = grow(&p->targets, &p->ntargets, cap, sizeof(*t));
+	const char *name, *path;
+	int present, r;
+
+	if (!t)
+		return -ENOMEM;
+	r = sd_bus_message_read(m, "(" MEMPROF_BUS_TARGETS_ENTRY ")", &name, &path, &present,
+				&t->joined, &t->skipped, &t->failed);
+	t->present = present;
+	if (r >= 0)
+		r = dup_str(&t->name, name);
+	if (r >= 0)
+		r = dup_str(&t->path, path);
+	return r;
+}
+
+/* Retired: a{sv}, the sums of the processes no longer listed. */
+static const struct field retired_fields[] = {
+	FIELD(memprof_client_profile, MEMPROF_RETIRED_PROCESSES, nretired),
+	FIELD(memprof_client_profile, MEMPROF_PROC_SAMPLED_BLOCKS, retired.samples),
+	FIELD(memprof_client_profile, MEMPROF_PROC_SAMPLES, retired.nsamples),
+	FIELD(memprof_client_profile, MEMPROF_PROC_LIVE_SAMPLES, retired.live_nsamples),
+	FIELD(memprof_client_profile, MEMPROF_PROC_FREED_BLOCKS, retired.frees),
+	FIELD(memprof_client_profile, MEMPROF_PROC_DROPS, retired.drops),
+	FIELD(memprof_client_profile, MEMPROF_PROC_EST_ALLOC_BYTES, retired.est_alloc_bytes),
+	FIELD(memprof_client_profile, MEMPROF_PROC_EST_LIVE_BYTES, retired.est_live_bytes),
+};
+
+static int read_retired(sd_bus_message *m, void *base)
+{
+	int r = sd_bus_message_enter_container(m, 'v', MEMPROF_BUS_RETIRED_SIG);
+
+	if (r >= 0)
+		r = read_dict(m, retired_fields, NFIELDS(retired_fields), base);
+	if (r >= 0)
+		r = sd_bus_message_exit_container(m);
+	return r;
+}
+
+static int read_targets(sd_bus_message *m, void *base)
+{
+	return read_array(m, MEMPROF_BUS_TARGETS_SIG, base, read_target);
+}
+
 void memprof_client_profile__free(struct memprof_client_profile *p)
 {
 	if (!p)
 		return;
+	for (size_t i = 0; i < p->ntargets; i++) {
+		free(p->targets[i].name);
+		free(p->targets[i].path);
+	}
+	free(p->targets);
 	for (size_t i = 0; i < p->nprocs; i++) {
 		free(p->procs[i].comm);
 		free(p->procs[i].mode);
@@ -483,6 +550,7 @@ void memprof_client_profile__free(struct memprof_client_profile *p)
 	free(p->path);
 	free(p->state_name);
 	free(p->directory);
+	free(p->standing);
 	free(p);
 }
 
@@ -498,7 +566,10 @@ static const struct field profile_fields[] = {
 	FIELD(memprof_client_profile, MEMPROF_BUS_FORMAT_VERSION, format_version),
 	FIELD(memprof_client_profile, MEMPROF_BUS_COMPRESSED, compressed),
 	FIELD(memprof_client_profile, MEMPROF_BUS_START_TIMESTAMP, start_us),
+	FIELD(memprof_client_profile, MEMPROF_BUS_STANDING, standing),
 	{ MEMPROF_BUS_PROCESS_STATUS, 0, 0, read_processes },
+	{ MEMPROF_BUS_TARGETS, 0, 0, read_targets },
+	{ MEMPROF_BUS_RETIRED, 0, 0, read_retired },
 };
 
 /* Properties.GetAll of @iface at @path into @base, by @fields. */

@@ -97,6 +97,19 @@
 #define MEMPROF_BUS_DIRECTORY_SIG	"s"
 #define MEMPROF_BUS_START_TIMESTAMP	"StartTimestamp"	/* CLOCK_REALTIME µs */
 #define MEMPROF_BUS_START_TIMESTAMP_SIG	"t"
+/* the name of the memprofd.conf [Profile] section that started it; "" for a client's */
+#define MEMPROF_BUS_STANDING		"Standing"
+#define MEMPROF_BUS_STANDING_SIG	"s"
+
+/*
+ * Targets: a(ssbttt), one per target of the profile (Start's "unit", "cgroup", "exe"): its
+ * name ("unit:cron.service", "cgroup:PATH", "exe:PATH"), the executable or the cgroup's v2
+ * directory, whether that cgroup exists now, and the processes that joined through it, that
+ * were skipped (the owner may not profile them) and that could not be probed.
+ */
+#define MEMPROF_BUS_TARGETS		"Targets"
+#define MEMPROF_BUS_TARGETS_ENTRY	"ssbttt"
+#define MEMPROF_BUS_TARGETS_SIG		"a(" MEMPROF_BUS_TARGETS_ENTRY ")"
 
 /* The values of State. */
 #define MEMPROF_BUS_STATE_SAMPLING	"sampling"
@@ -143,6 +156,17 @@
 #define MEMPROF_PROC_WRITE_ERROR_SINCE_SIG "t"
 #define MEMPROF_PROC_LOST_WRITES	"lost_writes"		/* events not written */
 #define MEMPROF_PROC_LOST_WRITES_SIG	"t"
+
+/*
+ * Retired: a{sv}, the sums of the profile's exited processes no longer in ProcessStatus (a
+ * profile lists its last 64 exited processes): "processes" (t, how many), and of the keys of
+ * ProcessStatus those that add up (sampled_blocks, samples, live_samples, freed_blocks, drops,
+ * est_alloc_bytes, est_live_bytes). Their traces are in the profile's directory.
+ */
+#define MEMPROF_BUS_RETIRED		"Retired"
+#define MEMPROF_BUS_RETIRED_SIG		"a{sv}"
+#define MEMPROF_RETIRED_PROCESSES	"processes"
+#define MEMPROF_RETIRED_PROCESSES_SIG	"t"
 
 /*
  * Processes: the same figures as a positional a(usbttttddts) (pid, comm, exited, sampled

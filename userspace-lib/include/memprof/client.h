@@ -96,6 +96,16 @@ struct memprof_client_process {
 	uint64_t lost_writes;		/* events not written */
 };
 
+/* A target of a profile (Profile1.Targets). */
+struct memprof_client_target {
+	char *name;			/* "unit:cron.service", "cgroup:PATH", "exe:PATH" */
+	char *path;			/* the executable, or the cgroup's v2 directory */
+	bool present;			/* the cgroup exists now (an executable: true) */
+	uint64_t joined;		/* processes that joined the profile through it */
+	uint64_t skipped;		/* processes the owner may not profile: not profiled */
+	uint64_t failed;		/* processes that could not be probed */
+};
+
 /* Every property of a profile (org.memprofd.Profile1). */
 struct memprof_client_profile {
 	uint32_t id;
@@ -113,6 +123,15 @@ struct memprof_client_profile {
 	uint64_t start_us;		/* CLOCK_REALTIME µs */
 	size_t nprocs;
 	struct memprof_client_process *procs;
+	/* Targets: every process of a unit, a cgroup, an executable (Profile1.Targets) */
+	size_t ntargets;
+	struct memprof_client_target *targets;
+	char *standing;			/* its memprofd.conf [Profile] name; "" or NULL: none */
+	/* The exited processes no longer in @procs (a profile lists its last 64 exited ones,
+	 * Profile1.Retired): how many, and the sums of their counts and estimates in
+	 * @retired (its pid 0, its strings NULL: their traces are in @directory). */
+	uint64_t nretired;
+	struct memprof_client_process retired;
 };
 
 /* Read profile @id: *@ret is freed with memprof_client_profile__free(). -ENOENT: no such. */
