@@ -65,6 +65,7 @@ struct mp_proc {
 	char *path;			/* NULL when written to a passed fd */
 	struct mp_outfile out;		/* a user-named path: renamed into place at commit */
 	bool own_file;			/* @path is a file this trace made: undo removes it */
+	bool dir_named;			/* ... named by the engine, PID-COMM.ctf in a directory */
 	int fd;
 	int pidfd;			/* in the engine's epoll set until completion, or -1 */
 	struct memprof_writer *w;
@@ -212,6 +213,7 @@ void trace_restart_at_exec(struct mp_proc *pr);
 pid_t proc_tgid(pid_t tid);
 void read_comm(pid_t pid, char comm[16]);
 void proc_update_mode(struct mp_proc *pr);
+void proc_rename_for_image(struct mp_proc *pr);
 /* @comm_hint: the process' name when /proc has none (it is gone already), or NULL. */
 struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, const char *comm_hint, char *err,
 			 size_t err_len);

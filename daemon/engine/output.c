@@ -321,6 +321,8 @@ void trace_restart_at_exec(struct mp_proc *pr)
 	if (r < 0 && r != -ENOTSUP && r != -EBUSY) {
 		trace_write_failed(pr, r);
 		proc_complete(pr);
+	} else if (r >= 0) {
+		proc_rename_for_image(pr);	/* the file too is the new image's */
 	}
 }
 

@@ -65,6 +65,53 @@ static void sanitize(char *s)
 			*s = '_';
 }
 
+/* The @k-th name of a trace of @pid in @dir: PID-COMM.ctf, PID-COMM.2.ctf, ... */
+static void trace_name(char *buf, size_t len, const char *dir, pid_t pid, const char *comm,
+		       unsigned int k, const char *ext)
+{
+	if (k > 1)
+		snprintf(buf, len, "%s/%d-%s.%u%s", dir, (int)pid, comm, k, ext);
+	else
+		snprintf(buf, len, "%s/%d-%s%s", dir, (int)pid, comm, ext);
+}
+
+/*
+ * @pr's trace was started again at an exec before anything was written: its file, named by the
+ * engine after the forked image, takes the name of the new one (pr->comm), the first free of
+ * PID-COMM.ctf, PID-COMM.2.ctf... (renamed without replacing any file). Where the file system
+ * cannot do that, or nothing is free, the name stays.
+ */
+void proc_rename_for_image(struct mp_proc *pr)
+{
+	const char *dir = pr->p->out_dir ? pr->p->out_dir : pr->p->e->default_dir;
+	const char *ext = pr->p->opts.zstd_level > 0 ? ".ctf.zst" : ".ctf";
+	char path[4096], comm[16];
+
+	if (!pr->dir_named || !pr->path || !dir)
+		return;
+	memcpy(comm, pr->comm, sizeof(comm));
+	comm[sizeof(comm) - 1] = '\0';
+	sanitize(comm);
+	for (unsigned int i = 0, k = pr->incarnation; i < MP_NAME_TRIES; i++, k++) {
+		char *copy;
+
+		trace_name(path, sizeof(path), dir, pr->pid, comm, k, ext);
+		if (!strcmp(path, pr->path))
+			return;	/* the image has the name it had */
+		copy = strdup(path);
+		if (!copy)
+			return;
+		if (renameat2(AT_FDCWD, pr->path, AT_FDCWD, path, RENAME_NOREPLACE) == 0) {
+			free(pr->path);
+			pr->path = copy;
+			return;
+		}
+		free(copy);
+		if (errno != EEXIST)
+			return;
+	}
+}
+
 /*
  * Watch the process through a pidfd in the engine's epoll set: if its exit event is lost
  * (ring buffer full), the pidfd still says it is gone and the trace gets completed.
@@ -216,14 +263,10 @@ struct mp_proc *proc_new(struct mp_profile *p, pid_t pid, const char *comm_hint,
 
 			pr->fd = -EEXIST;
 			for (unsigned int i = 0; pr->fd == -EEXIST && i < MP_NAME_TRIES; i++, k++) {
-				if (k > 1)
-					snprintf(path, sizeof(path), "%s/%d-%s.%u%s", dir, (int)pid,
-						 comm, k, ext);
-				else
-					snprintf(path, sizeof(path), "%s/%d-%s%s", dir, (int)pid,
-						 comm, ext);
+				trace_name(path, sizeof(path), dir, pid, comm, k, ext);
 				pr->fd = trace_open_file(pr, path, false);
 			}
+			pr->dir_named = pr->fd >= 0;
 		}
 		if (pr->fd < 0) {
 			snprintf(err, err_len, "Failed to create trace '%s': %s", path,

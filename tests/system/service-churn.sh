@@ -1,7 +1,8 @@
 #!/bin/bash
 # A profile that follows a shell loop starting short processes (churn): every process the
 # profile saw has its name, in status and in its trace's file name, even one that exited before
-# memprofd read /proc (the kernel's records carry the name); memprofd's fds do not grow with the
+# memprofd read /proc (the kernel's records carry the name), a file begun at a fork is named
+# after the image its child exec'd; memprofd's fds do not grow with the
 # processes; status lists the last 64 exited processes and sums the others (Retired), so that
 # listed and retired processes add up to every process seen and the sampled blocks to those
 # in the traces; SIGTERM with the profile still sampling ends memprofd within 10 s.
@@ -36,6 +37,12 @@ files=$(ls "$STATE/profiles/$id" | grep -c '\.ctf$')
 nameless=$(ls "$STATE/profiles/$id" | grep -c -- '-?\.\|-\.' || true)
 check "churn: every trace file is named after its process ($nameless of $files not)" \
 	[ "$files" -ge 200 -a "$nameless" = 0 ]
+# The loop's children exec true, env and sleep at once: their files, begun at the fork as
+# PID-bash.ctf, take the name of the image they hold (only the loop itself, and a child
+# sampled before its exec, keep bash's).
+forked=$(ls "$STATE/profiles/$id" | grep -c -- '-bash\(\.[0-9]*\)\?\.ctf$' || true)
+check "churn: trace files are named after the image they hold ($forked of $files after bash)" \
+	[ "$forked" -le $((files / 20 + 1)) ]
 check "churn: memprofd's fds do not grow with the processes ($fds_mid, then $fds_end)" \
 	[ "$fds_end" -le $((fds_mid + 16)) ]
 
