@@ -59,8 +59,7 @@ lint-man-service:
 # service's own sources built with clang and the fuzzer's instrumentation (memprofd.c's main
 # renamed: libFuzzer has its own), linked with the engine's objects as the daemon is (never
 # called: the fuzzed service has no engine, so it needs neither root nor BPF).
-FUZZ_SVC_SRCS	:= daemon/service/bus.c daemon/service/bus_server.c daemon/service/svc_profile.c \
-		   daemon/service/memprofd.c
+FUZZ_SVC_SRCS	:= $(patsubst $(B)/%.o,%.c,$(SVC_OBJS))
 $(B)/fuzz/fuzz_bus: tests/fuzz/fuzz_bus.c $(FUZZ_SVC_SRCS) $(wildcard daemon/*.h) \
 		    $$(ENGINE_OBJS) $$(filter %.a,$$(ENGINE_LIBS))
 	$(call msg,FUZZ,$@)
