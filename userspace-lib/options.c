@@ -18,6 +18,9 @@ const struct mp_option mp_options[MP_OPT__COUNT] = {
 #undef MP_OPT_ROW_
 };
 
+/* a text option's field (FIELD() of "const char *" would put the const on the char) */
+typedef const char *mp_opt_text;
+
 #define FIELD(o, opt, type) ((type *)((char *)(o) + (opt)->offset))
 #define CFIELD(o, opt, type) ((const type *)((const char *)(o) + (opt)->offset))
 
@@ -61,7 +64,7 @@ void mp_opts__init(struct mp_opts *o)
 			*FIELD(o, opt, struct mp_opt_file) = (struct mp_opt_file){ .fd = -1 };
 			break;
 		case MP_OPT_T_STRING:
-			*FIELD(o, opt, const char *) = NULL;
+			*FIELD(o, opt, mp_opt_text) = NULL;
 			break;
 		}
 	}
@@ -173,7 +176,7 @@ void mp_option__format(const struct mp_option *opt, const struct mp_opts *o, cha
 		snprintf(buf, len, "%s", CFIELD(o, opt, struct mp_opt_file)->path ?: "");
 		break;
 	case MP_OPT_T_STRING:
-		snprintf(buf, len, "%s", *CFIELD(o, opt, const char *) ?: "");
+		snprintf(buf, len, "%s", *CFIELD(o, opt, mp_opt_text) ?: "");
 		break;
 	}
 }
@@ -205,7 +208,7 @@ int mp_option__check(const struct mp_option *opt, const struct mp_opts *o, char 
 		v = (double)*CFIELD(o, opt, uint64_t);
 		break;
 	case MP_OPT_T_STRING: {
-		const char *s = *CFIELD(o, opt, const char *);
+		const char *s = *CFIELD(o, opt, mp_opt_text);
 		size_t n = s ? strnlen(s, MP_OPT_STRING_MAX + 1) : 0;
 
 		if (!s || (n >= 1 && n <= MP_OPT_STRING_MAX))
@@ -329,7 +332,7 @@ int mp_option__parse(const struct mp_option *opt, const char *text, struct mp_op
 		FIELD(o, opt, struct mp_opt_file)->path = text;
 		break;
 	case MP_OPT_T_STRING:
-		*FIELD(o, opt, const char *) = text;
+		*FIELD(o, opt, mp_opt_text) = text;
 		break;
 	}
 	if (mp_option__check(opt, o, err, err_len) < 0)
