@@ -41,8 +41,12 @@ static void tlog(struct mp_engine *e, int level, const char *fmt, ...)
 	e->opts.log(e->opts.log_ctx, level, msg);
 }
 
-/* One process joins @p through @t (the rule of a PID attach, see the top). */
-/* @since_ns: CLOCK_MONOTONIC of its exec or move (the record's time), 0: found by a scan */
+/*
+ * One process joins @p through @t (the rule of a PID attach, see the top). @since_ns: the
+ * CLOCK_MONOTONIC time of its exec or move (the record's), 0 when a scan found it. Refusals and
+ * failures are counted per target and logged once each: a target of a whole host's cgroup
+ * must not fill the journal.
+ */
 static void target_join(struct mp_profile *p, struct mp_target_state *t, pid_t pid,
 			bool at_exec, const char *comm_hint, uint64_t since_ns)
 {
@@ -68,8 +72,6 @@ static void target_join(struct mp_profile *p, struct mp_target_state *t, pid_t p
 		if (r == -ESRCH)
 			return;	/* gone already */
 		if (r < 0) {
-			/* the first in the log, every one in the count: a target of the whole
-			 * host's cgroup must not fill the journal */
 			if (!t->skipped++)
 				tlog(e, 5, "Process %d of %s not profiled: %s (further processes "
 				     "the owner may not profile are counted in its status)",
@@ -112,12 +114,14 @@ static void target_join(struct mp_profile *p, struct mp_target_state *t, pid_t p
 	SRC(e, detach, pid);
 	if (r == -ESRCH)
 		return;	/* exited before it could be probed: never a process of the profile */
-	t->failed++;
+	if (t->failed++)
+		return;
 	if (r < 0)
-		tlog(e, 5, "Process %d of %s could not be probed: %s", (int)pid, t->label,
-		     why[0] ? why : strerror(-r));
+		tlog(e, 5, "Process %d of %s could not be probed: %s (further failures are "
+		     "counted in its status)", (int)pid, t->label, why[0] ? why : strerror(-r));
 	else
-		tlog(e, 4, "Process %d of %s not profiled: %s", (int)pid, t->label, err);
+		tlog(e, 4, "Process %d of %s not profiled: %s (further failures are counted in "
+		     "its status)", (int)pid, t->label, err);
 }
 
 /* ---- executables */
@@ -194,6 +198,8 @@ struct cg_mount {
 /* The cgroup hierarchies mounted (/proc/self/mountinfo): how many, or -errno. */
 static int cg_mounts(struct cg_mount *m, int max)
 {
+	static const char v2name[] = "cgroup2";
+	const size_t base = sizeof(v2name) - 2;
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	char line[4096];
 	int n = 0;
@@ -207,9 +213,10 @@ static int cg_mounts(struct cg_mount *m, int max)
 		if (!sep || sscanf(line, "%*s %*s %*s %4095s %4095s", root, dir) != 2 ||
 		    sscanf(sep + 3, "%63s", fstype) != 1)
 			continue;
-		if (strcmp(fstype, "cgroup2") && strcmp(fstype, "cgroup"))
+		/* "cgroup2" (v2) or "cgroup" (v1): the v2 name without its 2 */
+		if (strncmp(fstype, v2name, base) || (fstype[base] && strcmp(fstype + base, "2")))
 			continue;
-		m[n].v2 = !strcmp(fstype, "cgroup2");
+		m[n].v2 = fstype[base] == '2';
 		snprintf(m[n].dir, sizeof(m[n].dir), "%s", dir);
 		snprintf(m[n].root, sizeof(m[n].root), "%s", strcmp(root, "/") ? root : "");
 		n++;
@@ -421,8 +428,8 @@ int targets_start(struct mp_profile *p, char *err, size_t err_len)
 							   err_len);
 		if (r < 0)
 			return r;
-		snprintf(label, sizeof(label), "%s:%s", in->kind == MP_TARGET_EXE ? "exe" : "cgroup",
-			 in->path);
+		snprintf(label, sizeof(label), "%s%s",
+			 in->kind == MP_TARGET_EXE ? "exe:" : "cgroup:", in->path);
 		t->label = strdup(in->label ? in->label : label);
 		if (!t->label)
 			return -ENOMEM;
