@@ -15,10 +15,13 @@ LOOP=$!
 echo "$LOOP" >> "$MP_TMP/workload.pids"
 id=$(ctl attach -r 1e-3 "$LOOP" | attach_id)
 check "attach the loop" [ -n "$id" ]
+anon() { awk '/^RssAnon/ {print $2}' "/proc/$DPID/status"; }
 sleep 4
 fds_mid=$(ls "/proc/$DPID/fd" | wc -l)
+anon_mid=$(anon)
 sleep 4
 fds_end=$(ls "/proc/$DPID/fd" | wc -l)
+anon_end=$(anon)
 ctl --json status "$id" > "$MP_TMP/status.json"
 read -r nlisted nexited nretired unnamed < <(/usr/bin/python3 -c '
 import json, sys
@@ -46,6 +49,9 @@ check "churn: trace files are named after the image they hold ($forked of $files
 	[ "$forked" -le $((files / 20 + 1)) ]
 check "churn: memprofd's fds do not grow with the processes ($fds_mid, then $fds_end)" \
 	[ "$fds_end" -le $((fds_mid + 16)) ]
+# Before exited processes were retired, each kept about 7 KiB: 5 MB over this second half.
+check "churn: memprofd's memory does not grow with the processes (anon RSS $anon_mid KiB, then $anon_end)" \
+	[ "$anon_end" -le $((anon_mid + 2048)) ]
 
 # Stopped and discarded: every trace complete; the listed and retired sampled blocks are the
 # traces' allocs, one trace per process.

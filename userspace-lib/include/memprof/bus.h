@@ -159,7 +159,8 @@
 
 /*
  * Retired: a{sv}, the sums of the profile's exited processes no longer in ProcessStatus (a
- * profile lists its last 64 exited processes): "processes" (t, how many), and of the keys of
+ * profile lists its last 64 exited processes whose traces are complete, and those whose files
+ * are still being finished): "processes" (t, how many), and of the keys of
  * ProcessStatus those that add up (sampled_blocks, samples, live_samples, freed_blocks, drops,
  * est_alloc_bytes, est_live_bytes). Their traces are in the profile's directory.
  */
